@@ -1,0 +1,54 @@
+# turnstream developer targets. Every target calls the venv's tools directly, so
+# nothing needs activating. `make test` is the README's test command (all lanes).
+VENV   ?= .venv
+PYTHON ?= python3.11
+BIN    := $(VENV)/bin
+
+.PHONY: install jars broker-up broker-down broker-status topics check fmt \
+        test test-unit test-kafka demo smoke
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+install: $(BIN)/python  ## venv + editable install with dev and analytics extras
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev,analytics]"
+
+jars:  ## fetch the Kafka broker jars from Maven Central (skipped when cached)
+	$(BIN)/turnstream broker jars
+
+broker-up:  ## start (or reuse) the local KRaft broker on 127.0.0.1:19092
+	$(BIN)/turnstream broker up
+
+broker-down:  ## stop the local broker
+	$(BIN)/turnstream broker down
+
+broker-status:
+	$(BIN)/turnstream broker status
+
+topics:  ## create/validate the topics of infra/topics.yaml
+	$(BIN)/turnstream topics apply
+
+fmt:
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+check:  ## formatting, lint, types
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test:  ## all lanes: unit + kafka (the kafka fixture starts/reuses the local broker)
+	$(BIN)/pytest tests
+
+test-unit:  ## the broker-free lane
+	$(BIN)/pytest tests -m "not kafka"
+
+test-kafka:
+	$(BIN)/pytest tests -m kafka
+
+demo:  ## the main job: the end-to-end turnstream demo
+	(test -x $(BIN)/turnstream || $(MAKE) --no-print-directory install) && $(BIN)/turnstream demo $(DEMO_ARGS)
+
+smoke:  ## Kafka only: broker up, topics apply, one transactional round trip
+	$(BIN)/turnstream smoke

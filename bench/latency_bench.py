@@ -1,0 +1,332 @@
+"""Latency seen by a subscriber: submit -> TurnStarted, model chunk -> TokenDelta.
+
+An in-process loop-actor service runs ``loops`` loops in parallel, each doing
+``turns`` text turns one after the other (submit, wait for the turn's end,
+submit again), on a fresh topic set; each ``--case LOOPSxTURNS`` is one such
+run (by default one loop alone, then 20 loops at once). A
+:class:`KafkaSession` in the same process submits and subscribes to
+everything. Measured, with one monotonic clock:
+
+* **submit -> TurnStarted**: from just before ``session.submit_to_loop`` to
+  the moment the subscription yields that turn's ``TurnStarted`` (command
+  produced ``acks=all``, consumed by the service, committed in a Kafka
+  transaction, read ``read_committed`` by the session);
+* **chunk -> TokenDelta**: from the moment the scripted model *yields* a
+  chunk (stamped by :class:`StampedModel`) to the moment the subscription
+  yields the ``TokenDelta`` carrying it (encoded, sent ``acks=1`` outside any
+  transaction, read by the session).
+
+Kafka's own floor for the same two paths is measured in the same run with
+plain aiokafka (:func:`raw_latency`): a relay consumes a command, writes one
+record in a transaction and commits; a ``read_committed`` reader sees it
+(submit path); and an ``acks=1`` record to a ``read_uncommitted`` reader
+(delta path). The relay commits the command's offset in its transaction, as
+the service does. Usage::
+
+    python bench/latency_bench.py --case 1x20 --case 20x5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _support import (
+    RESULTS_DIR,
+    ModelPool,
+    bootstrap_servers,
+    machine,
+    now_iso,
+    percentiles,
+    quiet_kafka_logs,
+    service_for,
+    topic_set,
+    wait_until,
+)
+from turnstream.content import TextChunk
+from turnstream.events import AnyEvent, LoopIdle, TokenDelta, TurnStarted
+from turnstream.ids import LoopId
+from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.session_client import KafkaSession
+from turnstream.runtime.model import ModelClient, ModelEvent, ModelRequest
+from turnstream.runtime.subscription import EventFilter
+from turnstream.testing import ScriptedModel, text_step
+
+RESULTS = RESULTS_DIR / "latency.json"
+CHUNKS_PER_TURN = 3
+
+
+class StampedModel:
+    """A :class:`ScriptedModel` that records when each text chunk is yielded.
+
+    Every chunk's text is unique (loop, turn, chunk number), so the subscriber
+    finds the yield time of the ``TokenDelta`` it receives by its text.
+    """
+
+    def __init__(self, loop_id: LoopId, turns: int, stamps: dict[str, float]) -> None:
+        tag = loop_id.hex[:8]
+        self._inner = ScriptedModel(
+            [
+                text_step(*(f"[{tag}.{t}.{c}] " for c in range(CHUNKS_PER_TURN)))
+                for t in range(turns)
+            ]
+        )
+        self._stamps = stamps
+
+    @property
+    def name(self) -> str:
+        """The provider label."""
+        return self._inner.name
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Play the next script, stamping each text chunk as it is yielded."""
+        return self._stamped(self._inner.stream(request))
+
+    async def _stamped(
+        self, events: AsyncIterator[ModelEvent]
+    ) -> AsyncIterator[ModelEvent]:
+        async for event in events:
+            if isinstance(event, TextChunk):
+                self._stamps[event.text] = time.monotonic()
+            yield event
+
+
+async def turnstream_latency(
+    bootstrap: str, *, loops: int, turns: int, partitions: int
+) -> dict[str, Any]:
+    """Run the closed-loop workload; return both latency distributions."""
+    stamps: dict[str, float] = {}
+
+    def make(loop_id: LoopId) -> ModelClient:
+        return StampedModel(loop_id, turns, stamps)
+
+    async with topic_set(bootstrap, "latency", partitions=partitions) as (
+        prefix,
+        topics,
+    ):
+        metrics = ServiceMetrics()
+        service = service_for(
+            bootstrap,
+            topics,
+            group_id=f"{prefix}actors",
+            models=ModelPool(make=make),
+            metrics=metrics,
+        )
+        started_lat: list[float] = []
+        delta_lat: list[float] = []
+        inboxes: dict[uuid.UUID, asyncio.Queue[tuple[AnyEvent, float]]] = defaultdict(
+            asyncio.Queue
+        )
+        async with service:
+            await wait_until(lambda: metrics.ready, timeout=60)
+            session = await KafkaSession.connect(
+                bootstrap, topics=topics, capacity=100_000, request_timeout=30.0
+            )
+            subscription = session.subscribe_events(EventFilter.everything())
+
+            async def demux() -> None:
+                async for event in subscription:
+                    seen = time.monotonic()
+                    if isinstance(event, TokenDelta) and isinstance(
+                        event.chunk, TextChunk
+                    ):
+                        yielded = stamps.get(event.chunk.text)
+                        if yielded is not None:
+                            delta_lat.append(seen - yielded)
+                    loop_id = event.header.loop_id
+                    if loop_id is not None:
+                        inboxes[loop_id].put_nowait((event, seen))
+
+            async def one_loop(loop_id: LoopId) -> None:
+                inbox = inboxes[loop_id]
+                for turn in range(turns):
+                    sent = time.monotonic()
+                    command = await session.submit_to_loop(
+                        loop_id, f"latency probe {turn}"
+                    )
+                    while True:
+                        event, seen = await inbox.get()
+                        if isinstance(event, TurnStarted) and (
+                            event.reply_to() == command
+                        ):
+                            started_lat.append(seen - sent)
+                        if isinstance(event, LoopIdle):
+                            break
+
+            pump = asyncio.create_task(demux())
+            try:
+                async with asyncio.timeout(300):
+                    await asyncio.gather(
+                        *(one_loop(LoopId(uuid.uuid4())) for _ in range(loops))
+                    )
+            finally:
+                pump.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pump
+                await session.close()
+    return {
+        "loops": loops,
+        "turns_per_loop": turns,
+        "submit_to_turn_started_ms": percentiles(started_lat),
+        "chunk_to_token_delta_ms": percentiles(delta_lat),
+        "token_deltas_expected": loops * turns * CHUNKS_PER_TURN,
+    }
+
+
+async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
+    """Kafka's floor for both paths, with plain aiokafka, one sample at a time."""
+    tag = uuid.uuid4().hex[:8]
+    async with topic_set(bootstrap, "latency-raw", partitions=1) as (_prefix, topics):
+        commands, events, deltas = topics.commands, topics.events, topics.deltas
+        client = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, enable_idempotence=True, acks="all"
+        )
+        lossy = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+        relay_in = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        relay_out = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id=f"raw-latency-{tag}"
+        )
+        readers = {
+            events: AIOKafkaConsumer(
+                bootstrap_servers=bootstrap, isolation_level="read_committed"
+            ),
+            deltas: AIOKafkaConsumer(
+                bootstrap_servers=bootstrap, isolation_level="read_uncommitted"
+            ),
+        }
+        clients: list[Any] = [client, lossy, relay_in, relay_out, *readers.values()]
+        for c in clients:
+            await c.start()
+        try:
+            for topic, consumer in [(commands, relay_in), *readers.items()]:
+                tp = TopicPartition(topic, 0)
+                consumer.assign([tp])
+                await consumer.seek_to_end(tp)
+                await consumer.position(tp)
+
+            async def relay() -> None:
+                while True:
+                    batch = await relay_in.getmany(timeout_ms=1000)
+                    for tp, records in batch.items():
+                        for record in records:
+                            # consume -> transaction{record, offset} -> commit:
+                            # the protocol path of one turnstream commit.
+                            async with relay_out.transaction():
+                                await relay_out.send_and_wait(
+                                    events, record.value, key=record.key, partition=0
+                                )
+                                await relay_out.send_offsets_to_transaction(
+                                    {tp: record.offset + 1}, f"raw-latency-{tag}"
+                                )
+
+            async def next_record(consumer: AIOKafkaConsumer) -> float:
+                while True:
+                    batch = await consumer.getmany(timeout_ms=1000)
+                    if any(batch.values()):
+                        return time.monotonic()
+
+            txn: list[float] = []
+            plain: list[float] = []
+            relay_task = asyncio.create_task(relay())
+            try:
+                async with asyncio.timeout(120):
+                    payload = b"x" * 300
+                    for _ in range(samples):
+                        waiter = asyncio.create_task(next_record(readers[events]))
+                        sent = time.monotonic()
+                        await client.send_and_wait(commands, payload, partition=0)
+                        txn.append(await waiter - sent)
+                        waiter = asyncio.create_task(next_record(readers[deltas]))
+                        sent = time.monotonic()
+                        await lossy.send(deltas, payload, partition=0)
+                        plain.append(await waiter - sent)
+            finally:
+                relay_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await relay_task
+        finally:
+            for c in clients:
+                with contextlib.suppress(Exception):
+                    await c.stop()
+    return {
+        "samples": samples,
+        "command_to_committed_record_ms": percentiles(txn),
+        "acks1_record_to_reader_ms": percentiles(plain),
+    }
+
+
+async def bench(
+    bootstrap: str,
+    *,
+    cases: list[tuple[int, int]],
+    partitions: int,
+    raw_samples: int,
+) -> dict[str, Any]:
+    """The raw floor, then each ``(loops, turns)`` case with its p50 ratios."""
+    raw = await raw_latency(bootstrap, samples=raw_samples)
+    floor_txn = raw["command_to_committed_record_ms"]["p50"]
+    floor_plain = raw["acks1_record_to_reader_ms"]["p50"]
+    runs = []
+    for loops, turns in cases:
+        ts = await turnstream_latency(
+            bootstrap, loops=loops, turns=turns, partitions=partitions
+        )
+        started = ts["submit_to_turn_started_ms"]["p50"]
+        delta = ts["chunk_to_token_delta_ms"]["p50"]
+        ts["p50_ratio_turn_started_vs_raw"] = round(started / floor_txn, 2)
+        ts["p50_ratio_token_delta_vs_raw"] = round(delta / floor_plain, 2)
+        runs.append(ts)
+    return {"raw": raw, "cases": runs}
+
+
+def parse_case(text: str) -> tuple[int, int]:
+    """``"20x5"`` -> ``(20, 5)``."""
+    loops, _, turns = text.partition("x")
+    return int(loops), int(turns)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", default=bootstrap_servers())
+    parser.add_argument(
+        "--case", type=parse_case, action="append", help="LOOPSxTURNS (repeatable)"
+    )
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--raw-samples", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    quiet_kafka_logs()
+    result = asyncio.run(
+        bench(
+            args.bootstrap,
+            cases=args.case or [(1, 20), (20, 5)],
+            partitions=args.partitions,
+            raw_samples=args.raw_samples,
+        )
+    )
+    doc = {"measured_at": now_iso(), "machine": machine(), **result}
+    print(json.dumps(doc, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

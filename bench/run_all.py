@@ -1,0 +1,445 @@
+"""Every benchmark, side by side in one run: ``python bench/run_all.py``.
+
+Runs, in this order and on the same machine and broker: the codec (Avro vs
+pydantic JSON), turn throughput vs raw aiokafka transactions (text and tool
+turns), latency seen by a subscriber vs Kafka's own, restore time vs journal
+length (with and without the state snapshot), scale-out (1 vs 2 loop-actor
+processes) and the memory of idle loops. Writes ``bench/results/latest.json``
+(every number, plus the machine and its load at start and end) and
+``bench/results/latest.md`` (the tables), and prints the tables.
+
+Each benchmark creates its own uniquely prefixed topics and consumer groups,
+deletes them afterwards and stops every process it started; a benchmark that
+fails is recorded as an error and the run goes on. The full run takes about
+5-10 minutes on a 2-core box; ``--quick`` (smaller counts, about 2 minutes) is
+for checking that everything works, not for numbers. ``--wait-load 1.5``
+first waits (up to ``--wait-max`` seconds) for the 1-minute load average to
+drop below 1.5, since the box may be shared. Needs the broker
+(``turnstream broker up``); ``KAFKA_BOOTSTRAP_SERVERS`` overrides its address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import codec_bench
+import latency_bench
+import memory_bench
+import restore_bench
+import scale_bench
+import turns_bench
+from _support import (
+    RESULTS_DIR,
+    bootstrap_servers,
+    load_average,
+    machine,
+    now_iso,
+    quiet_kafka_logs,
+    uptime_line,
+)
+
+OUT_JSON = RESULTS_DIR / "latest.json"
+OUT_MD = RESULTS_DIR / "latest.md"
+
+FULL: dict[str, Any] = {
+    "codec": {"number": 2000, "reps": 5, "warmup": 200},
+    "turns": {
+        "loops": 200,
+        "turns": 5,
+        "partitions": 4,
+        "ungrouped_sample": 200,
+        "repeat": 3,
+    },
+    "latency": {"cases": [(1, 20), (20, 5)], "partitions": 4, "raw_samples": 100},
+    "restore": {"turns": [250, 1000, 2500], "repeat": 3},
+    "scale": {"loops": 200, "turns": 5, "partitions": 4, "counts": [1, 2, 1, 2]},
+    "memory": {"steps": [0, 1000, 5000], "partitions": 4, "settle": 2.0},
+}
+QUICK: dict[str, Any] = {
+    "codec": {"number": 300, "reps": 3, "warmup": 50},
+    "turns": {
+        "loops": 60,
+        "turns": 3,
+        "partitions": 4,
+        "ungrouped_sample": 60,
+        "repeat": 1,
+    },
+    "latency": {"cases": [(1, 8), (8, 3)], "partitions": 4, "raw_samples": 30},
+    "restore": {"turns": [100, 400], "repeat": 2},
+    "scale": {"loops": 60, "turns": 3, "partitions": 4, "counts": [1, 2]},
+    "memory": {"steps": [0, 200, 1000], "partitions": 4, "settle": 1.0},
+}
+
+
+# ---------------------------------------------------------------- sections
+
+
+async def codec_section(_bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The codec bench's rows (encode and decode, three events, three impls)."""
+    doc = codec_bench.run(cfg["number"], cfg["reps"], cfg["warmup"])
+    return {"method": doc["method"], "rows": doc["results"]}
+
+
+async def turns_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Text and tool turns, each against its raw replays, ``repeat`` times.
+
+    Runs alternate between the kinds; per kind the run with the median ratio
+    is the one tabled, and every run's turns/s and ratio are kept.
+    """
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in turns_bench.KINDS}
+    for _ in range(cfg["repeat"]):
+        for kind in turns_bench.KINDS:
+            case = await turns_bench.bench_case(
+                bootstrap,
+                loops=cfg["loops"],
+                turns=cfg["turns"],
+                kind=kind,
+                partitions=cfg["partitions"],
+                ungrouped_sample=cfg["ungrouped_sample"],
+            )
+            print(
+                f"   {kind}: {case['turnstream']['turns_per_s']} turns/s, "
+                f"ratio {case['ratio']}",
+                flush=True,
+            )
+            runs[kind].append(case)
+    cases = []
+    for done in runs.values():
+        ranked = sorted(done, key=lambda c: c["ratio"])
+        median = dict(ranked[len(ranked) // 2])
+        median["all_runs"] = [
+            {
+                "turns_per_s": c["turnstream"]["turns_per_s"],
+                "raw_equivalent_turns_per_s": c["raw_equivalent_turns_per_s"],
+                "ratio": c["ratio"],
+                "cpu_ms_per_turn": c["turnstream"]["cpu_ms_per_turn"],
+            }
+            for c in done
+        ]
+        cases.append(median)
+    return {"cases": cases}
+
+
+async def latency_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Subscriber latencies at each concurrency, and Kafka's floor."""
+    return await latency_bench.bench(
+        bootstrap,
+        cases=cfg["cases"],
+        partitions=cfg["partitions"],
+        raw_samples=cfg["raw_samples"],
+    )
+
+
+async def restore_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``bench/restore_bench.py``'s cases (snapshot vs full replay)."""
+    cases = [
+        await restore_bench.bench_case(bootstrap, turns, cfg["repeat"])
+        for turns in cfg["turns"]
+    ]
+    return {"cases": cases}
+
+
+async def scale_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """1 vs 2 loop-actor processes, same workload."""
+    return await scale_bench.bench(
+        bootstrap,
+        counts=cfg["counts"],
+        loops=cfg["loops"],
+        turns=cfg["turns"],
+        partitions=cfg["partitions"],
+    )
+
+
+async def memory_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """RSS of one actor process at each idle-loop count."""
+    return await memory_bench.bench(
+        bootstrap,
+        steps=cfg["steps"],
+        partitions=cfg["partitions"],
+        settle=cfg["settle"],
+    )
+
+
+Section = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+SECTIONS: dict[str, Section] = {
+    "codec": codec_section,
+    "turns": turns_section,
+    "latency": latency_section,
+    "restore": restore_section,
+    "scale": scale_section,
+    "memory": memory_section,
+}
+
+
+# ------------------------------------------------------------------ tables
+
+
+def _num(value: float, digits: int = 0) -> str:
+    return f"{value:,.{digits}f}"
+
+
+def _codec_md(sec: dict[str, Any]) -> list[str]:
+    rows = {(r["event"], r["impl"], r["op"]): r for r in sec["rows"]}
+    lines = [
+        "| event | op | Avro codec events/s | pydantic JSON events/s "
+        "| Avro / JSON | Avro bytes | JSON bytes |",
+        "|---|---|--:|--:|--:|--:|--:|",
+    ]
+    for event in ("TokenDelta", "StepDone", "TurnDone"):
+        for op in ("encode", "decode"):
+            avro = rows[(event, "avro codec", op)]
+            js = rows[(event, "pydantic json", op)]
+            lines.append(
+                f"| {event} | {op} | {_num(avro['events_per_s'])} "
+                f"| {_num(js['events_per_s'])} "
+                f"| {avro['events_per_s'] / js['events_per_s']:.2f} "
+                f"| {avro['bytes']} | {js['bytes']} |"
+            )
+    return lines
+
+
+def _turns_md(sec: dict[str, Any]) -> list[str]:
+    lines = [
+        "| workload | turnstream turns/s | txns/turn (appends/turn) "
+        "| raw, same txns: txn/s → turns/s | **ratio** | ratio, all runs "
+        "| raw, 1 txn per append: turns/s | ratio vs that |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for case in sec["cases"]:
+        ts = case["turnstream"]
+        raw = case["raw_same_transactions"]
+        spread = ", ".join(f"{r['ratio']:.2f}" for r in case.get("all_runs", []))
+        lines.append(
+            f"| {ts['turns']} {case['kind']} turns ({ts['loops']} loops x "
+            f"{ts['turns_per_loop']}, {case['partitions']} partitions) "
+            f"| {_num(ts['turns_per_s'], 1)} "
+            f"| {ts['txn_per_turn']:.3f} ({ts['appends_per_turn']:.2f}) "
+            f"| {_num(raw['txn_per_s'], 1)} → "
+            f"{_num(case['raw_equivalent_turns_per_s'], 1)} "
+            f"| **{case['ratio']:.2f}** "
+            f"| {spread} "
+            f"| {_num(case.get('raw_ungrouped_turns_per_s', 0), 1)} "
+            f"| {case.get('ratio_vs_ungrouped', 0):.2f} |"
+        )
+    lines += [
+        "",
+        "| workload | CPU ms/turn (service process) | transactions | group sizes "
+        "| mean commit latency ms | records (events + states), deltas |",
+        "|---|--:|--:|---|--:|---|",
+    ]
+    for case in sec["cases"]:
+        ts, rec = case["turnstream"], case["records"]
+        groups = ", ".join(f"{k}x{v}" for k, v in ts["group_sizes"].items())
+        lines.append(
+            f"| {case['kind']} | {ts['cpu_ms_per_turn']:.2f} | {ts['transactions']} "
+            f"| {groups} | {ts['mean_commit_latency_ms']:.0f} "
+            f"| {rec['events']} + {rec['states']}, {rec['deltas']} |"
+        )
+    return lines
+
+
+def _lat(p: dict[str, Any]) -> str:
+    return f"{p['p50']:.1f} / {p['p99']:.1f} / {p['max']:.1f}"
+
+
+def _latency_md(sec: dict[str, Any]) -> list[str]:
+    raw = sec["raw"]
+    lines = [
+        "| path (ms: p50 / p99 / max) | loops in parallel | turnstream "
+        "| raw Kafka floor | p50 ratio |",
+        "|---|--:|--:|--:|--:|",
+    ]
+    for case in sec["cases"]:
+        lines.append(
+            f"| submit → TurnStarted seen | {case['loops']} "
+            f"| {_lat(case['submit_to_turn_started_ms'])} "
+            f"| {_lat(raw['command_to_committed_record_ms'])} "
+            f"| {case['p50_ratio_turn_started_vs_raw']:.1f} |"
+        )
+        lines.append(
+            f"| model chunk → TokenDelta seen | {case['loops']} "
+            f"| {_lat(case['chunk_to_token_delta_ms'])} "
+            f"| {_lat(raw['acks1_record_to_reader_ms'])} "
+            f"| {case['p50_ratio_token_delta_vs_raw']:.1f} |"
+        )
+    return lines
+
+
+def _restore_md(sec: dict[str, Any]) -> list[str]:
+    lines = [
+        "| turns in journal | loop events | journal KiB | state KiB "
+        "| snapshot s | snapshot + open-turn tail s | full replay s | speed-up |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for c in sec["cases"]:
+        lines.append(
+            f"| {c['turns']} | {c['loop_events']} "
+            f"| {c['journal_bytes_per_loop'] / 1024:,.0f} "
+            f"| {c['state_bytes'] / 1024:,.0f} | {c['snapshot_s']:.3f} "
+            f"| {c['snapshot_open_turn_s']:.3f} | {c['full_replay_s']:.3f} "
+            f"| {c['speedup']:.1f}x |"
+        )
+    return lines
+
+
+def _scale_md(sec: dict[str, Any]) -> list[str]:
+    lines = [
+        "| loop-actor processes | turns | turns/s | speed-up | CPU s per process "
+        "| CPU ms/turn |",
+        "|--:|--:|--:|--:|---|--:|",
+    ]
+    for c in sec["cases"]:
+        cpu = ", ".join(f"{x:.1f}" for x in c["process_cpu_s"])
+        lines.append(
+            f"| {c['processes']} | {c['turns']} | {_num(c['turns_per_s'], 1)} "
+            f"| {c['speedup']:.2f}x | {cpu} | {c['cpu_ms_per_turn']:.2f} |"
+        )
+    return lines
+
+
+def _memory_md(sec: dict[str, Any]) -> list[str]:
+    lines = [
+        "| idle loops | VmRSS MiB | bytes/loop vs 0 loops | marginal bytes/loop |",
+        "|--:|--:|--:|--:|",
+    ]
+    for r in sec["steps"]:
+        lines.append(
+            f"| {r['loops']} | {r['rss_mib']:.1f} "
+            f"| {_num(r.get('bytes_per_loop_vs_first', 0))} "
+            f"| {_num(r.get('marginal_bytes_per_loop', 0))} |"
+        )
+    return lines
+
+
+TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
+    "codec": ("Codec: Avro codec vs pydantic JSON (same events)", _codec_md),
+    "turns": ("Turn throughput vs raw aiokafka transactions", _turns_md),
+    "latency": ("Latency seen by a subscriber vs Kafka's own", _latency_md),
+    "restore": ("Restore one loop: snapshot vs full journal replay", _restore_md),
+    "scale": ("Scale-out: 1 vs 2 loop-actor processes", _scale_md),
+    "memory": ("Memory: one actor process holding N idle loops", _memory_md),
+}
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """All tables, with the run's header."""
+    m = doc["machine"]
+    out = [
+        f"Run {doc['started_at']} → {doc['finished_at']} ({doc['duration_s']:.0f} s), "
+        f"`{doc['command']}`",
+        "",
+        f"Machine: {m['nproc']} CPUs, {m['cpu_model']}; Python {m['python']}, "
+        f"aiokafka {m['aiokafka']}, fastavro {m['fastavro']} (C extension: "
+        f"{m['fastavro_c_extension']}), pydantic {m['pydantic']}; {m['broker']}.",
+        f"Load average (1/5/15 min) at start {doc['load_start']}, "
+        f"at end {doc['load_end']}.",
+    ]
+    for name, (title, render) in TABLES.items():
+        section = doc["sections"].get(name)
+        if section is None:
+            continue
+        out += ["", f"### {title}", ""]
+        if "error" in section:
+            out.append(f"failed: `{section['error']}`")
+        else:
+            out += render(section["result"])
+            out.append(f"\n({section['seconds']:.0f} s)")
+    return "\n".join(out) + "\n"
+
+
+# -------------------------------------------------------------------- main
+
+
+async def wait_for_load(limit: float, longest: float) -> None:
+    """Wait until the 1-minute load average is below ``limit`` (bounded)."""
+    deadline = time.monotonic() + longest
+    while os.getloadavg()[0] >= limit and time.monotonic() < deadline:
+        print(f"load {load_average()} >= {limit}; waiting", flush=True)
+        await asyncio.sleep(30)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the selected sections; the result document."""
+    if args.wait_load:
+        await wait_for_load(args.wait_load, args.wait_max)
+    config = QUICK if args.quick else FULL
+    doc: dict[str, Any] = {
+        "command": " ".join(["python", "bench/run_all.py", *sys.argv[1:]]),
+        "quick": args.quick,
+        "started_at": now_iso(),
+        "uptime_start": uptime_line(),
+        "load_start": load_average(),
+        "machine": machine(),
+        "bootstrap": args.bootstrap,
+        "config": config,
+        "sections": {},
+    }
+    started = time.perf_counter()
+    for name, section in SECTIONS.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"== {name} (load {load_average()})", flush=True)
+        t0 = time.perf_counter()
+        try:
+            result = await section(args.bootstrap, config[name])
+        except Exception as exc:  # record it, run the rest
+            traceback.print_exc()
+            doc["sections"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        seconds = time.perf_counter() - t0
+        doc["sections"][name] = {
+            "seconds": round(seconds, 1),
+            "load_after": load_average(),
+            "result": result,
+        }
+        print(f"   {name}: {seconds:.0f} s", flush=True)
+    doc["finished_at"] = now_iso()
+    doc["duration_s"] = round(time.perf_counter() - started, 1)
+    doc["uptime_end"] = uptime_line()
+    doc["load_end"] = load_average()
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", default=bootstrap_servers())
+    parser.add_argument("--quick", action="store_true", help="small, ~2 minutes")
+    parser.add_argument(
+        "--only", nargs="+", choices=list(SECTIONS), help="run just these sections"
+    )
+    parser.add_argument(
+        "--wait-load", type=float, default=0.0, help="wait for load below this"
+    )
+    parser.add_argument("--wait-max", type=float, default=900.0)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--md", type=Path, default=None)
+    args = parser.parse_args(argv)
+    quiet_kafka_logs()
+    doc = asyncio.run(run(args))
+    suffix = "-quick" if args.quick else ""
+    out = args.out or OUT_JSON.with_name(f"latest{suffix}.json")
+    md_out = args.md or OUT_MD.with_name(f"latest{suffix}.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    table = markdown(doc)
+    md_out.write_text(table, encoding="utf-8")
+    print()
+    print(table)
+    print(f"wrote {out} and {md_out}")
+    failed = [n for n, s in doc["sections"].items() if "error" in s]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""The faust wiring of the analytics worker: topics, the loops table, views.
+
+Owns :class:`AnalyticsApp`, a typed wrapper around one ``faust.App``:
+
+* source: the journal topic (``turnstream.events.v1``), decoded by the
+  registered ``turnstream_avro`` codec, read ``read_committed``;
+* state: the table ``loops`` (changelog ``<app_id>-loops-changelog``), keyed by
+  loop id with as many partitions as the journal, so it is co-partitioned
+  with it: a record's table update goes to the changelog partition of the
+  record's own partition. Each value is one loop's
+  :class:`~turnstream.analytics.aggregate.LoopStats`, so its counters and its
+  dedupe marks are written together in one changelog record;
+* outputs: a timer publishes the merged snapshot (Avro,
+  ``turnstream_analytics_avro``) to the analytics topic when it changed, and
+  the web server serves ``/turnstream/stats/`` and
+  ``/turnstream/stats/windows/`` as JSON.
+
+All aggregation logic lives in the pure modules; this module only moves
+records between faust and :func:`~turnstream.analytics.aggregate.fold`.
+One of the modules allowed to import faust; must not import aiokafka
+directly, :mod:`turnstream.runtime` or :mod:`turnstream.kafka`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+from typing import Any, Final
+
+import faust
+from faust.web import Request, Response, View
+
+from turnstream.analytics.aggregate import (
+    FoldConfig,
+    LoopStats,
+    Outcome,
+    Position,
+    fold,
+)
+from turnstream.analytics.codecs import (
+    EVENTS_CODEC,
+    SNAPSHOT_CODEC,
+    LoopStatsValue,
+    Undecodable,
+    register_codecs,
+)
+from turnstream.analytics.report import build_snapshot, totals_view, windows_view
+from turnstream.analytics.settings import AnalyticsSettings, Guarantee
+from turnstream.analytics.transport import isolation_level, use_read_committed
+from turnstream.events import EnduringEvent
+from turnstream.wire.analytics_codec import AnalyticsCodec, AnalyticsSnapshot
+from turnstream.wire.codec import Codec as WireCodec
+from turnstream.wire.schemas import SchemaSet
+
+__all__ = ["STATS_PATH", "TABLE_NAME", "WINDOWS_PATH", "AnalyticsApp"]
+
+logger = logging.getLogger(__name__)
+
+TABLE_NAME: Final = "loops"
+STATS_PATH: Final = "/turnstream/stats/"
+WINDOWS_PATH: Final = "/turnstream/stats/windows/"
+OUTPUT_RETENTION: Final = timedelta(days=7)
+METADATA_TIMEOUT_S: Final = 60.0
+METADATA_POLL_S: Final = 0.1
+
+
+class AnalyticsApp:
+    """A faust worker folding the turn journal into analytics.
+
+    Build one per run; :meth:`start` and :meth:`stop` run it inside the
+    current event loop (no ``faust.Worker``, no signal handlers), and
+    :meth:`run` does both around a stop event.
+
+    Args:
+        settings: validated settings.
+        wire: the journal codec; loaded from ``settings.schema_dir`` if ``None``.
+        analytics_codec: the snapshot codec; loaded likewise if ``None``.
+    """
+
+    def __init__(
+        self,
+        settings: AnalyticsSettings,
+        *,
+        wire: WireCodec | None = None,
+        analytics_codec: AnalyticsCodec | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config: FoldConfig = settings.fold_config()
+        self.wire = (
+            wire if wire is not None else WireCodec(SchemaSet.load(settings.schema_dir))
+        )
+        self.analytics_codec = (
+            analytics_codec
+            if analytics_codec is not None
+            else AnalyticsCodec.load(settings.schema_dir)
+        )
+        register_codecs(self.wire, self.analytics_codec)
+        self.undecodable = 0
+        self.redelivered = 0
+        self.published = 0
+        self._version = 0
+        self._published_version = 0
+        self._declared = False
+        self._cached: tuple[int, AnalyticsSnapshot] | None = None
+        self._app: Any = self._build_app()
+
+    # ------------------------------------------------------------------ wiring
+
+    def _build_app(self) -> Any:
+        s = self.settings
+        app = faust.App(
+            s.app_id,
+            broker=[f"kafka://{server}" for server in s.bootstrap.split(",")],
+            store="memory://",
+            processing_guarantee=s.guarantee.value,
+            topic_partitions=s.partitions,
+            topic_replication_factor=s.replication_factor,
+            # One worker owns every partition it is assigned; standbys would
+            # put other workers' loops into the table this worker reports.
+            table_standby_replicas=0,
+            consumer_auto_offset_reset="earliest",
+            datadir=str(s.data_dir),
+            web_enabled=s.web_enabled,
+            web_bind=s.web_host,
+            web_host=s.web_host,
+            web_port=s.web_port,
+            autodiscover=False,
+        )
+        if s.guarantee is Guarantee.EXACTLY_ONCE:
+            # faust enables transactions (and read_committed) only "in a
+            # worker"; this app is started without faust.Worker.
+            app.in_worker = True
+        else:
+            use_read_committed(app)
+        self._events = app.topic(
+            s.events_topic,
+            key_serializer="raw",
+            value_serializer=EVENTS_CODEC,
+            partitions=s.partitions,
+        )
+        self._output = app.topic(
+            s.analytics_topic,
+            key_serializer="raw",
+            value_serializer=SNAPSHOT_CODEC,
+            partitions=1,
+            deleting=True,
+            retention=OUTPUT_RETENTION,
+        )
+        self._loops = app.Table(
+            TABLE_NAME,
+            default=None,
+            key_type=str,
+            value_type=LoopStatsValue,
+            partitions=s.partitions,
+            help="turnstream analytics state per loop id",
+        )
+        app.agent(self._events, name=f"{s.app_id}.fold")(self._fold_stream)
+        app.timer(s.publish_interval_s, name=f"{s.app_id}.publish")(self._publish_tick)
+        self._add_views(app)
+        return app
+
+    def _add_views(self, app: Any) -> None:
+        owner = self
+
+        class Totals(View):
+            async def get(self, request: Request) -> Response:
+                return self.json(totals_view(owner.snapshot()))
+
+        class Windows(View):
+            async def get(self, request: Request) -> Response:
+                return self.json(windows_view(owner.snapshot()))
+
+        app.page(STATS_PATH)(Totals)
+        app.page(WINDOWS_PATH)(Windows)
+
+    # -------------------------------------------------------------- processing
+
+    async def _fold_stream(self, stream: Any) -> None:
+        await self._wait_for_changelog_metadata()
+        async for event in stream.events():
+            message = event.message
+            self.apply(event.value, message.topic, message.partition, message.offset)
+
+    def apply(
+        self,
+        value: EnduringEvent | Undecodable,
+        topic: str,
+        partition: int,
+        offset: int,
+    ) -> Outcome | None:
+        """Fold one decoded record into its loop's table value.
+
+        Must run inside the faust stream (table writes need the current event).
+
+        Returns:
+            The fold's outcome, or ``None`` for a skipped undecodable record.
+        """
+        if isinstance(value, Undecodable):
+            self.undecodable += 1
+            self._version += 1
+            logger.warning(
+                "skipping undecodable record %s[%d]@%d (%d bytes, %s): %s",
+                topic,
+                partition,
+                offset,
+                value.size,
+                value.kind,
+                value.reason,
+            )
+            return None
+        event = value
+        loop_id = event.header.loop_id
+        if loop_id is None:  # unreachable: the codec validates loop_id
+            self.undecodable += 1
+            return None
+        key = str(loop_id)
+        state = self._loops.get(key)
+        if not isinstance(state, LoopStats):
+            state = LoopStats.new(key, self.config)
+        outcome = fold(state, event, self.config, Position(partition, offset))
+        if outcome is Outcome.REDELIVERED:
+            self.redelivered += 1
+        else:
+            self._loops[key] = state  # one changelog record: counters + marks
+            self._version += 1
+        return outcome
+
+    async def _wait_for_changelog_metadata(self) -> None:
+        """Block the agent until the consumer knows the changelog's partitions.
+
+        faust checks table/source co-partitioning on the first table write; if
+        the consumer's metadata does not list the changelog yet (a topic
+        created moments before the group join), the write raises
+        ``PartitionsMismatch``, the agent crashes and faust acks -- and so
+        commits -- the record it was processing: it would be lost. Waiting
+        here, before the stream hands out any record, keeps every record.
+
+        Raises:
+            TimeoutError: the metadata did not arrive in time (the agent is
+                restarted by faust's supervisor with no record in flight).
+        """
+        changelog = self._loops.changelog_topic.get_topic_name()
+        consumer = self._app.consumer
+        async with asyncio.timeout(METADATA_TIMEOUT_S):
+            while consumer.topic_partitions(changelog) != self.settings.partitions:
+                await asyncio.sleep(METADATA_POLL_S)
+
+    async def _publish_tick(self) -> None:
+        if self._version == self._published_version:
+            return
+        version = self._version
+        await self.publish()
+        self._published_version = version
+
+    async def publish(self) -> AnalyticsSnapshot:
+        """Publish the current snapshot to the analytics topic now."""
+        if not self._declared:
+            await self._output.maybe_declare()
+            self._declared = True
+        snapshot = self.snapshot()
+        await self._output.send(key=self.settings.app_id.encode(), value=snapshot)
+        self.published += 1
+        return snapshot
+
+    # ------------------------------------------------------------------ views
+
+    def partitions(self) -> list[int]:
+        """Journal partitions this worker currently owns."""
+        actives = self._app.assignor.assigned_actives()
+        return sorted(
+            tp.partition for tp in actives if tp.topic == self.settings.events_topic
+        )
+
+    def states(self) -> list[LoopStats]:
+        """Every loop's state held by this worker."""
+        return [v for v in self._loops.values() if isinstance(v, LoopStats)]
+
+    def snapshot(self) -> AnalyticsSnapshot:
+        """The merged analytics of this worker's loops (cached until they change)."""
+        cached = self._cached
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
+        snapshot = build_snapshot(
+            self.states(),
+            self.config,
+            app_id=self.settings.app_id,
+            partitions=self.partitions(),
+            undecodable=self.undecodable,
+        )
+        self._cached = (self._version, snapshot)
+        return snapshot
+
+    # --------------------------------------------------------------- lifecycle
+
+    @property
+    def faust_app(self) -> Any:
+        """The underlying ``faust.App`` (untyped; for tests and extensions)."""
+        return self._app
+
+    @property
+    def fold_agent(self) -> Any:
+        """The faust agent folding the journal (``agent.test_context()`` in tests)."""
+        return self._app.agents[f"{self.settings.app_id}.fold"]
+
+    def isolation_level(self) -> str | None:
+        """The running consumer's isolation level (``read_committed`` expected)."""
+        return isolation_level(self._app)
+
+    async def start(self) -> None:
+        """Start the worker; returns after table recovery, with the web server up.
+
+        The changelog and output topics are created first, so the consumer's
+        first metadata already lists them (see :meth:`_wait_for_changelog_metadata`).
+        """
+        await self._declare_topics()
+        await self._app.start()
+
+    async def _declare_topics(self) -> None:
+        await self._app.producer.maybe_start()
+        await self._loops.changelog_topic.maybe_declare()
+        await self._output.maybe_declare()
+        self._declared = True
+
+    async def stop(self) -> None:
+        """Stop the worker (flushes the producer and leaves the group)."""
+        await self._app.stop()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set or the faust app stops by itself."""
+        await self.start()
+        try:
+            stopped = asyncio.ensure_future(self._app.wait_until_stopped())
+            stop_wait = asyncio.ensure_future(stop.wait())
+            await asyncio.wait(
+                {stopped, stop_wait}, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in (stopped, stop_wait):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        finally:
+            await self.stop()

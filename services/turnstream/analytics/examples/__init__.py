@@ -1,0 +1,1 @@
+"""Example processors built on the analytics codecs and typed events."""

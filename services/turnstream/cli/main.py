@@ -1,0 +1,53 @@
+"""The ``turnstream`` console script: builds the typer app from its command groups.
+
+Each command group lives in its own module of ``turnstream.cli`` and is registered
+here, so adding one (``actor``, ``chat``, ``tail`` …) means one module plus one line
+below. Must not import aiokafka.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from turnstream.cli import actor, analytics, broker, chat, demo, smoke, tail, topics
+from turnstream.cli._common import set_verbose
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="turnstream",
+    help="turnstream: a Kafka-native runtime for LLM agent turns.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show client library logs.")
+    ] = False,
+) -> None:
+    set_verbose(verbose)
+
+
+app.add_typer(broker.app, name="broker")
+app.add_typer(topics.app, name="topics")
+app.command(name="smoke")(smoke.smoke)
+app.add_typer(actor.app, name="actor")
+app.add_typer(analytics.app, name="analytics")
+app.command(name="chat")(chat.chat)
+app.command(name="tail")(tail.tail)
+app.command(name="demo")(demo.demo)
+
+
+def main() -> None:
+    """Run the CLI (the ``turnstream`` console script)."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

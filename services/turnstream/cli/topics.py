@@ -1,0 +1,236 @@
+"""``turnstream topics apply``: create and validate the declared topic set.
+
+Owns the command-line side of ``turnstream.kafka.topics``: options, reading
+``infra/topics.yaml`` and the result table. Exit codes (shared with every command,
+see :mod:`turnstream.cli.failures`): 0 when every topic exists as declared (created,
+already so, or altered with ``--alter``), 1 when a topic differs, 2 for a bad flag,
+variable or topic file, 3 when Kafka does not answer. Must not import aiokafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from turnstream.cli._common import console, project_dir
+from turnstream.cli.failures import exit_on_errors, fail, mismatch_hint
+from turnstream.cli.security import (
+    SaslMechanismOption,
+    SaslUsernameOption,
+    SecurityProtocolOption,
+    SslCafileOption,
+    SslCertfileOption,
+    SslKeyfileOption,
+    security_flags,
+)
+from turnstream.cli.settings import ExitCode, KafkaTarget
+from turnstream.kafka import (
+    ApplyReport,
+    TopicOutcome,
+    apply_topics,
+    load_topic_set,
+    resolve_topics,
+)
+
+__all__ = [
+    "BootstrapOption",
+    "PartitionsOption",
+    "app",
+    "apply_declared_topics",
+    "print_report",
+]
+
+app = typer.Typer(help="Manage the turnstream topic set.", no_args_is_help=True)
+
+BootstrapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap",
+        "-b",
+        help="host:port[,host:port]; default $KAFKA_BOOTSTRAP_SERVERS, "
+        "else the local broker 127.0.0.1:19092.",
+        show_default=False,
+    ),
+]
+PartitionsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--partitions",
+        envvar="TURNSTREAM_TOPIC_PARTITIONS",
+        min=1,
+        help="Partitions for every topic (default: infra/topics.yaml).",
+        show_default=False,
+    ),
+]
+
+
+_OUTCOME = {
+    TopicOutcome.CREATED: "[green]created [/]",
+    TopicOutcome.OK: "[green]ok      [/]",
+    TopicOutcome.ALTERED: "[yellow]altered [/]",
+    TopicOutcome.MISMATCH: "[bold red]MISMATCH[/]",
+}
+
+
+def print_report(report: ApplyReport, bootstrap: str) -> None:
+    """Print one line per topic, then every mismatch.
+
+    Lines rather than a table: topic names with test prefixes are long, and the
+    output is read in CI logs as often as in terminals.
+    """
+    console.print(f"topics on [bold]{escape(bootstrap)}[/]:")
+    width = max((len(r.topic.name) for r in report.results), default=0)
+    for result in report.results:
+        topic = result.topic
+        config = " ".join(f"{k}={v}" for k, v in topic.config.items())
+        console.print(
+            f"  {_OUTCOME[result.outcome]}  {escape(topic.name):<{width}}  "
+            f"partitions={topic.partitions} rf={topic.replication_factor} "
+            f"{escape(config)}",
+            soft_wrap=True,
+        )
+    for change in report.altered:
+        old, new = repr(change.actual), repr(change.expected)
+        console.print(
+            f"[yellow]~[/] {escape(change.topic)}: [bold]{escape(change.key)}[/] "
+            f"altered from {escape(old)} to {escape(new)}",
+            soft_wrap=True,
+        )
+    for mismatch in report.mismatches:
+        actual, expected = repr(mismatch.actual), repr(mismatch.expected)
+        console.print(
+            f"[red]✗[/] {escape(mismatch.topic)}: [bold]{escape(mismatch.key)}[/] is "
+            f"{escape(actual)}, expected {escape(expected)}",
+            soft_wrap=True,
+        )
+
+
+def apply_declared_topics(
+    target: KafkaTarget,
+    *,
+    file: Path | None = None,
+    partitions: int | None = None,
+    replication_factor: int | None = None,
+    alter: bool = False,
+) -> ApplyReport:
+    """Load the topic set, apply it, print the table; exit 1 on any mismatch.
+
+    Args:
+        target: where Kafka is, how to reach it, and the topic-name affixes.
+        file: the topic set (default: the checkout's ``infra/topics.yaml``).
+        partitions: overrides every topic's partition count.
+        replication_factor: overrides every topic's replication factor.
+        alter: change safe differences of existing topics in place.
+
+    Raises:
+        ConfigError: the file is invalid or an override is not usable.
+        BrokerUnreachableError: Kafka does not answer.
+        typer.Exit: with code 1 after printing the mismatches.
+    """
+    path = file or project_dir() / "infra" / "topics.yaml"
+    topics = resolve_topics(
+        load_topic_set(path),
+        partitions=partitions,
+        replication_factor=replication_factor,
+        prefix=target.prefix,
+        suffix=target.suffix,
+    )
+    report = asyncio.run(
+        apply_topics(
+            target.connection,
+            topics,
+            security=target.security,
+            raise_on_mismatch=False,
+            alter=alter,
+        )
+    )
+    print_report(report, target.bootstrap)
+    if not report.ok:
+        raise fail(
+            f"{len(report.mismatches)} topic setting(s) differ from {path}; "
+            f"{mismatch_hint(report.mismatches)} [topic_config_mismatch]",
+            ExitCode.FAILED,
+        )
+    return report
+
+
+@app.command()
+def apply(
+    *,
+    bootstrap: BootstrapOption = None,
+    partitions: PartitionsOption = None,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(
+            "--replication-factor",
+            envvar="TURNSTREAM_TOPIC_REPLICATION_FACTOR",
+            min=1,
+            help="Replication factor for every topic (default: infra/topics.yaml).",
+            show_default=False,
+        ),
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="Topic set to apply (default: infra/topics.yaml).",
+            show_default=False,
+        ),
+    ] = None,
+    prefix: Annotated[str, typer.Option(help="Prepended to every topic name.")] = "",
+    suffix: Annotated[str, typer.Option(help="Appended to every topic name.")] = "",
+    alter: Annotated[
+        bool,
+        typer.Option(
+            "--alter",
+            help="Change safe differences of existing topics in place: "
+            "max.message.bytes, and retention.ms/retention.bytes when data is kept "
+            "at least as long. Any other difference still fails (exit 1).",
+        ),
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds allowed for each Kafka call.")
+    ] = 15.0,
+    security_protocol: SecurityProtocolOption = None,
+    sasl_mechanism: SaslMechanismOption = None,
+    sasl_username: SaslUsernameOption = None,
+    ssl_cafile: SslCafileOption = None,
+    ssl_certfile: SslCertfileOption = None,
+    ssl_keyfile: SslKeyfileOption = None,
+) -> None:
+    """Create missing topics and validate existing ones (idempotent).
+
+    Exit codes: 0 every topic as declared; 1 an existing topic has another
+    partition count, replication factor or config value than declared (--alter
+    fixes the safe ones); 2 bad flags or topic file; 3 Kafka unreachable.
+    """
+    with exit_on_errors():
+        target = KafkaTarget.resolve(
+            bootstrap=bootstrap,
+            env=os.environ,
+            timeout=timeout,
+            prefix=prefix,
+            suffix=suffix,
+            security=security_flags(
+                security_protocol=security_protocol,
+                sasl_mechanism=sasl_mechanism,
+                sasl_username=sasl_username,
+                ssl_cafile=ssl_cafile,
+                ssl_certfile=ssl_certfile,
+                ssl_keyfile=ssl_keyfile,
+            ),
+        )
+    with exit_on_errors(target.bootstrap):
+        apply_declared_topics(
+            target,
+            file=file,
+            partitions=partitions,
+            replication_factor=replication_factor,
+            alter=alter,
+        )

@@ -1,0 +1,90 @@
+"""Commands: what clients send to a loop.
+
+Owns :class:`SubmitInput`, :class:`Interrupt`, :class:`RespondGate`,
+:class:`Retract`, :class:`Shutdown` and the :data:`Command` union. Commands are
+fire-and-forget: the outcome arrives as an event whose ``reply_to()`` (or, for
+interrupts and gate answers, whose effect) names the command. Every command is
+addressed to one loop; on Kafka the loop id is the record key. Imports only
+value types.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnstream.content import UserMessage
+from turnstream.events import Agency
+
+__all__ = [
+    "AnyCommand",
+    "Command",
+    "CommandBase",
+    "Interrupt",
+    "RespondGate",
+    "Retract",
+    "Shutdown",
+    "SubmitInput",
+]
+
+
+class CommandBase(BaseModel):
+    """Fields every command carries."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command_id: UUID
+    session_id: UUID
+    loop_id: UUID
+    created_at: datetime
+    agency: Agency = Agency.USER
+
+
+class SubmitInput(CommandBase):
+    """Submit a user message to a loop.
+
+    Attributes:
+        no_fold: never fold this input into a running turn; it starts its own
+            turn in FIFO order and stops the fold scan at its position.
+    """
+
+    type: Literal["SubmitInput"] = "SubmitInput"
+    message: UserMessage
+    no_fold: bool = False
+
+
+class Interrupt(CommandBase):
+    """Cancel the loop's running turn (if any). Human queued input is kept."""
+
+    type: Literal["Interrupt"] = "Interrupt"
+
+
+class RespondGate(CommandBase):
+    """Answer an open gate with one of the actions it offered."""
+
+    type: Literal["RespondGate"] = "RespondGate"
+    gate_id: UUID
+    action: str
+
+
+class Retract(CommandBase):
+    """Withdraw a queued input that has not started or folded yet."""
+
+    type: Literal["Retract"] = "Retract"
+    target_command_id: UUID
+
+
+class Shutdown(CommandBase):
+    """Stop the loop: interrupt its turn and return queued input."""
+
+    type: Literal["Shutdown"] = "Shutdown"
+
+
+AnyCommand = SubmitInput | Interrupt | RespondGate | Retract | Shutdown
+"""Every command, for ``match`` dispatch ending in ``assert_never``."""
+
+Command = Annotated[AnyCommand, Field(discriminator="type")]
+"""Every command, as a pydantic discriminated union (for parsing)."""

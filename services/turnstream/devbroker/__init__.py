@@ -1,0 +1,66 @@
+"""The local development broker: Apache Kafka 4.x (KRaft, one node) run from jars.
+
+A table of contents. ``DevBroker`` fetches the broker jars from Maven Central into
+``infra/kafka/.cache/libs``, renders ``server.properties`` and formats storage under
+``var/kafka/``, starts ``kafka.Kafka`` as a detached JVM and waits until a
+caller-supplied readiness probe (an admin call) succeeds; ``down`` stops it.
+
+Everything here is stdlib-only and runs subprocesses: this package must not import
+aiokafka (the probe that speaks Kafka lives in ``turnstream.kafka.admin``; the CLI and
+the test fixture compose the two).
+"""
+
+from turnstream.devbroker.errors import (
+    BrokerConfigChangedError,
+    BrokerError,
+    BrokerExitedError,
+    BrokerNotReadyError,
+    BrokerStopError,
+    JarFetchError,
+    JavaNotFoundError,
+    MavenNotFoundError,
+    PortInUseError,
+    StorageFormatError,
+)
+from turnstream.devbroker.jars import JarCache, ensure_jars, jars_are_complete
+from turnstream.devbroker.manager import (
+    BrokerState,
+    BrokerStatus,
+    DevBroker,
+    Progress,
+    ReadinessProbe,
+)
+from turnstream.devbroker.properties import render_server_properties, server_properties
+from turnstream.devbroker.settings import (
+    CONTROLLER_PORT_ENV,
+    PORT_ENV,
+    BrokerSettings,
+    find_project_dir,
+)
+
+__all__ = [
+    "CONTROLLER_PORT_ENV",
+    "PORT_ENV",
+    "BrokerConfigChangedError",
+    "BrokerError",
+    "BrokerExitedError",
+    "BrokerNotReadyError",
+    "BrokerSettings",
+    "BrokerState",
+    "BrokerStatus",
+    "BrokerStopError",
+    "DevBroker",
+    "JarCache",
+    "JarFetchError",
+    "JavaNotFoundError",
+    "MavenNotFoundError",
+    "PortInUseError",
+    "Progress",
+    "ReadinessProbe",
+    "StorageFormatError",
+    "ensure_jars",
+    "find_project_dir",
+    "jars_are_complete",
+    "render_server_properties",
+    "server_properties",
+]

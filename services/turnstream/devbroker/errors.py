@@ -1,0 +1,208 @@
+"""Errors raised while fetching, starting or stopping the local development broker.
+
+Owns the ``BrokerError`` branch of the turnstream error tree::
+
+    TurnstreamError
+    └── BrokerError                 the local JVM broker could not be managed
+        ├── JavaNotFoundError       no ``java`` executable
+        ├── MavenNotFoundError      no ``mvn`` executable and no cached jars
+        ├── JarFetchError           Maven ran but failed (keeps its output tail)
+        ├── PortInUseError          a port the broker needs is taken by another process
+        ├── StorageFormatError      ``kafka.tools.StorageTool format`` failed
+        ├── BrokerExitedError       the JVM died during start-up (keeps the log tail)
+        ├── BrokerNotReadyError     the JVM runs but no admin call succeeded in time
+        ├── BrokerConfigChangedError  the running broker listens on other ports
+        └── BrokerStopError         the process survived SIGTERM and SIGKILL
+
+Must not import aiokafka or any other third-party package: stdlib and
+``turnstream.errors`` only.
+"""
+
+from __future__ import annotations
+
+from turnstream.errors import TurnstreamError
+
+__all__ = [
+    "BrokerConfigChangedError",
+    "BrokerError",
+    "BrokerExitedError",
+    "BrokerNotReadyError",
+    "BrokerStopError",
+    "JarFetchError",
+    "JavaNotFoundError",
+    "MavenNotFoundError",
+    "PortInUseError",
+    "StorageFormatError",
+]
+
+
+def _indent(tail: str) -> str:
+    if not tail.strip():
+        return ""
+    return "\n" + "\n".join(f"    {line}" for line in tail.rstrip().splitlines())
+
+
+class BrokerError(TurnstreamError):
+    """The local development broker could not be managed."""
+
+    kind = "broker"
+
+
+class JavaNotFoundError(BrokerError):
+    """No Java runtime was found (Kafka 4.x brokers need Java 17 or newer)."""
+
+    kind = "java_missing"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "java not found: install a Java 17+ runtime "
+            "(e.g. `apt-get install openjdk-17-jre-headless`) or set JAVA_HOME"
+        )
+
+
+class MavenNotFoundError(BrokerError):
+    """The broker jars are not cached and ``mvn`` is not installed to fetch them."""
+
+    kind = "mvn_missing"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "mvn not found and the Kafka jars are not cached: install Maven "
+            "(e.g. `apt-get install maven`)"
+        )
+
+
+class JarFetchError(BrokerError):
+    """Maven failed to fetch the broker jars.
+
+    Attributes:
+        exit_code: Maven's exit status.
+        output_tail: the last lines Maven printed.
+    """
+
+    kind = "jar_fetch_failed"
+
+    def __init__(self, exit_code: int, output_tail: str) -> None:
+        self.exit_code = exit_code
+        self.output_tail = output_tail
+        super().__init__(
+            f"fetching the Kafka jars with Maven failed (exit {exit_code})"
+            f"{_indent(output_tail)}"
+        )
+
+
+class PortInUseError(BrokerError):
+    """A port the broker must listen on is held by another process.
+
+    Attributes:
+        host: the address the broker binds.
+        port: the taken port.
+        role: ``"client"`` or ``"controller"``.
+        env_var: the variable that moves this port elsewhere.
+    """
+
+    kind = "port_in_use"
+
+    def __init__(self, host: str, port: int, role: str, env_var: str) -> None:
+        self.host = host
+        self.port = port
+        self.role = role
+        self.env_var = env_var
+        super().__init__(
+            f"{role} port {host}:{port} is in use by another process; stop it, "
+            f"pick another port with {env_var}=<port>, or point "
+            f"KAFKA_BOOTSTRAP_SERVERS at a broker that already runs there"
+        )
+
+
+class StorageFormatError(BrokerError):
+    """``kafka.tools.StorageTool format`` failed.
+
+    Attributes:
+        exit_code: the tool's exit status.
+        output_tail: the last lines it printed.
+    """
+
+    kind = "storage_format_failed"
+
+    def __init__(self, exit_code: int, output_tail: str) -> None:
+        self.exit_code = exit_code
+        self.output_tail = output_tail
+        super().__init__(
+            f"formatting the broker storage failed (exit {exit_code})"
+            f"{_indent(output_tail)}"
+        )
+
+
+class BrokerExitedError(BrokerError):
+    """The broker JVM exited while it was starting.
+
+    Attributes:
+        exit_code: the JVM's exit status, or ``None`` if it could not be read.
+        log_tail: the last lines of the broker's logs.
+    """
+
+    kind = "broker_exited"
+
+    def __init__(self, exit_code: int | None, log_tail: str) -> None:
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+        status = "unknown status" if exit_code is None else f"exit {exit_code}"
+        super().__init__(
+            f"the broker exited during start-up ({status}); log tail:"
+            f"{_indent(log_tail)}"
+        )
+
+
+class BrokerNotReadyError(BrokerError):
+    """The broker process runs but did not answer an admin call in time.
+
+    Attributes:
+        pid: the broker process id.
+        timeout: seconds waited.
+        log_tail: the last lines of the broker's logs.
+    """
+
+    kind = "broker_not_ready"
+
+    def __init__(self, pid: int, timeout: float, log_tail: str) -> None:
+        self.pid = pid
+        self.timeout = timeout
+        self.log_tail = log_tail
+        super().__init__(
+            f"broker pid {pid} did not answer an admin call within {timeout:.0f} s; "
+            f"log tail:{_indent(log_tail)}"
+        )
+
+
+class BrokerConfigChangedError(BrokerError):
+    """The running broker was started with other listeners than now requested.
+
+    Attributes:
+        running: the ``listeners`` value the running broker uses.
+        wanted: the ``listeners`` value the current settings ask for.
+    """
+
+    kind = "broker_config_changed"
+
+    def __init__(self, running: str, wanted: str) -> None:
+        self.running = running
+        self.wanted = wanted
+        super().__init__(
+            f"the broker already runs with listeners {running}, not {wanted}; "
+            "run `turnstream broker down` first (or unset the port variables)"
+        )
+
+
+class BrokerStopError(BrokerError):
+    """The broker process could not be stopped.
+
+    Attributes:
+        pid: the process id that survived.
+    """
+
+    kind = "broker_stop_failed"
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        super().__init__(f"broker pid {pid} survived SIGTERM and SIGKILL")

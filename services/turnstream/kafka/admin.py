@@ -1,0 +1,324 @@
+"""Admin-client plumbing: open a bounded admin session and probe broker readiness.
+
+Owns ``admin_session`` (an ``AIOKafkaAdminClient`` whose start, calls and close all
+run under timeouts and whose failures become typed turnstream errors; it is built by
+:class:`~turnstream.kafka.clients.KafkaClients`, so TLS and SASL settings reach it
+exactly as they reach producers and consumers), ``check_broker``
+(the readiness probe: metadata plus a DescribeConfigs admin call),
+``broker_answers``, the synchronous wrapper the development broker manager polls, and
+``transactional_round_trip``, the deeper self-check ``turnstream smoke`` runs.
+
+Part of ``turnstream.kafka``, the only package allowed to import aiokafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaConnectionError, KafkaError
+
+from turnstream.errors import TransportError
+from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.errors import BrokerUnreachableError
+from turnstream.kafka.security import KafkaSecurity
+
+__all__ = [
+    "ClusterInfo",
+    "RoundTrip",
+    "admin_clients",
+    "admin_session",
+    "bounded",
+    "broker_answers",
+    "check_broker",
+    "transactional_round_trip",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """What a successful readiness probe learned.
+
+    Attributes:
+        cluster_id: the KRaft cluster id.
+        controller_id: the active controller's node id.
+        broker_ids: ids of the registered brokers.
+    """
+
+    cluster_id: str
+    controller_id: int
+    broker_ids: tuple[int, ...]
+
+
+async def bounded(awaitable: Awaitable[T], *, seconds: float, operation: str) -> T:
+    """Await ``awaitable`` under a timeout, turning aiokafka failures into ours.
+
+    Args:
+        awaitable: one network call.
+        seconds: the time limit.
+        operation: names the call in the error (e.g. ``"describe configs"``).
+
+    Raises:
+        TransportError: the call timed out or aiokafka raised ``KafkaError``.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    except TimeoutError:
+        raise TransportError(
+            operation, f"timed out after {seconds:g} s", retriable=True
+        ) from None
+    except KafkaError as exc:
+        raise TransportError(
+            operation, f"{type(exc).__name__}: {exc}", retriable=bool(exc.retriable)
+        ) from exc
+
+
+def admin_clients(
+    conn: KafkaConnection, security: KafkaSecurity | None = None
+) -> KafkaClients:
+    """The client factory every admin call of this module builds its clients from.
+
+    Args:
+        conn: where Kafka is, and the per-call timeouts.
+        security: protocol, SASL and TLS settings; plaintext by default.
+    """
+    return KafkaClients(
+        connection=conn, security=security or KafkaSecurity(), client_id="turnstream"
+    )
+
+
+@asynccontextmanager
+async def admin_session(
+    conn: KafkaConnection, *, security: KafkaSecurity | None = None
+) -> AsyncIterator[AIOKafkaAdminClient]:
+    """Yield a started admin client; close it on exit.
+
+    Args:
+        conn: where Kafka is, and the per-call timeouts.
+        security: protocol, SASL and TLS settings; plaintext by default.
+
+    Raises:
+        ConfigError: a TLS file of ``security`` cannot be loaded.
+        BrokerUnreachableError: bootstrapping failed or timed out.
+    """
+    client = admin_clients(conn, security).admin()
+    try:
+        try:
+            async with asyncio.timeout(conn.connect_timeout):
+                await client.start()
+        except TimeoutError:
+            raise BrokerUnreachableError(
+                conn.bootstrap, f"no answer within {conn.connect_timeout:g} s"
+            ) from None
+        except KafkaConnectionError as exc:
+            raise BrokerUnreachableError(
+                conn.bootstrap,
+                "connection failed; is a broker running there? "
+                "(local one: `turnstream broker up`)",
+            ) from exc
+        except (KafkaError, OSError) as exc:
+            raise BrokerUnreachableError(
+                conn.bootstrap, str(exc) or type(exc).__name__
+            ) from exc
+        yield client
+    finally:
+        async with asyncio.timeout(conn.request_timeout):
+            await client.close()
+
+
+async def check_broker(
+    conn: KafkaConnection, *, security: KafkaSecurity | None = None
+) -> ClusterInfo:
+    """Succeed only when the cluster answers admin calls.
+
+    An open port is not enough: the broker must have registered with the controller
+    (metadata lists it) and answer a DescribeConfigs request.
+
+    Args:
+        conn: where Kafka is, and the per-call timeouts.
+        security: protocol, SASL and TLS settings; plaintext by default.
+
+    Raises:
+        ConfigError: a TLS file of ``security`` cannot be loaded.
+        BrokerUnreachableError: any step failed or timed out.
+    """
+    try:
+        async with admin_session(conn, security=security) as admin:
+            cluster: dict[str, Any] = await bounded(
+                admin.describe_cluster(),
+                seconds=conn.request_timeout,
+                operation="describe cluster",
+            )
+            brokers = tuple(int(b["node_id"]) for b in cluster.get("brokers", []))
+            controller = int(cluster.get("controller_id", -1))
+            if not brokers or controller < 0:
+                raise BrokerUnreachableError(
+                    conn.bootstrap, "no broker registered with the controller yet"
+                )
+            resource = ConfigResource(
+                ConfigResourceType.BROKER, str(brokers[0]), configs={"node.id": None}
+            )
+            responses = await bounded(
+                admin.describe_configs([resource]),
+                seconds=conn.request_timeout,
+                operation="describe broker configs",
+            )
+            for response in responses:
+                for entry in response.to_object()["resources"]:
+                    if entry["error_code"] != 0:
+                        raise BrokerUnreachableError(
+                            conn.bootstrap,
+                            f"DescribeConfigs failed with error {entry['error_code']}",
+                        )
+            return ClusterInfo(str(cluster.get("cluster_id")), controller, brokers)
+    except TransportError as exc:
+        if isinstance(exc, BrokerUnreachableError):
+            raise
+        raise BrokerUnreachableError(conn.bootstrap, str(exc)) from exc
+
+
+def broker_answers(bootstrap: str, timeout: float = 5.0) -> bool:
+    """Synchronous readiness probe for ``turnstream.devbroker.DevBroker``.
+
+    Must be called from a thread without a running event loop.
+
+    Args:
+        bootstrap: the broker's ``host:port``.
+        timeout: bound for the connect and for each admin call.
+    """
+    conn = KafkaConnection(
+        bootstrap=bootstrap, request_timeout=timeout, connect_timeout=timeout
+    )
+    try:
+        asyncio.run(check_broker(conn))
+    except BrokerUnreachableError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class RoundTrip:
+    """The outcome of ``transactional_round_trip``.
+
+    Attributes:
+        topic: the scratch topic used (deleted afterwards).
+        partition: the partition written.
+        offset: the offset the committed record got.
+        key: the key written and read back.
+        value: the value written and read back.
+        seconds: wall time from the first send to reading the record back.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes
+    seconds: float
+
+
+async def transactional_round_trip(
+    conn: KafkaConnection,
+    *,
+    topic: str | None = None,
+    security: KafkaSecurity | None = None,
+) -> RoundTrip:
+    """Write one record in a committed transaction and read it back ``read_committed``.
+
+    Creates a one-partition scratch topic, writes with a transactional (hence
+    idempotent) producer, reads with a ``read_committed`` consumer, and deletes the
+    topic again. Proves that transactions, the transaction coordinator and fetches
+    work end to end.
+
+    Args:
+        conn: where Kafka is, and the per-call timeouts.
+        topic: the scratch topic name; a unique ``turnstream.smoke.<hex>`` by default.
+        security: protocol, SASL and TLS settings; plaintext by default.
+
+    Raises:
+        ConfigError: a TLS file of ``security`` cannot be loaded.
+        BrokerUnreachableError: no admin session could be opened.
+        TransportError: a step failed or timed out.
+    """
+    run = uuid.uuid4().hex[:12]
+    topic = topic or f"turnstream.smoke.{run}"
+    key, value = b"smoke", f"hello from turnstream smoke {run}".encode()
+    seconds = conn.request_timeout
+    clients = admin_clients(conn, security)
+    async with admin_session(conn, security=security) as admin:
+        response = await bounded(
+            admin.create_topics(
+                [NewTopic(topic, 1, 1)], timeout_ms=conn.request_timeout_ms
+            ),
+            seconds=seconds + 5,
+            operation="create scratch topic",
+        )
+        for entry in response.to_object()["topic_errors"]:
+            if entry["error_code"] != 0:
+                raise TransportError(
+                    f"create scratch topic {topic}",
+                    f"error {entry['error_code']}: {entry['error_message']}",
+                    retriable=False,
+                )
+        try:
+            return await _round_trip(clients, topic, key, value)
+        finally:
+            await bounded(
+                admin.delete_topics([topic], timeout_ms=conn.request_timeout_ms),
+                seconds=seconds + 5,
+                operation="delete scratch topic",
+            )
+
+
+async def _round_trip(
+    clients: KafkaClients, topic: str, key: bytes, value: bytes
+) -> RoundTrip:
+    seconds = clients.connection.request_timeout
+    producer = clients.transactional_producer(f"turnstream-smoke-{uuid.uuid4().hex}")
+    consumer = clients.consumer("smoke", auto_offset_reset="earliest")
+    partition = TopicPartition(topic, 0)
+    started = time.monotonic()
+    try:
+        await bounded(producer.start(), seconds=seconds, operation="start producer")
+        async with asyncio.timeout(seconds):
+            await producer.begin_transaction()
+            sent = await producer.send_and_wait(topic, value, key=key, partition=0)
+            await producer.commit_transaction()
+        await bounded(consumer.start(), seconds=seconds, operation="start consumer")
+        consumer.assign([partition])
+        await bounded(
+            consumer.seek_to_beginning(partition), seconds=seconds, operation="seek"
+        )
+        record = await bounded(
+            consumer.getone(partition), seconds=seconds, operation="read back"
+        )
+    except TimeoutError:
+        raise TransportError(
+            "transactional produce", f"timed out after {seconds:g} s", retriable=True
+        ) from None
+    finally:
+        async with asyncio.timeout(seconds):
+            await consumer.stop()
+        async with asyncio.timeout(seconds):
+            await producer.stop()
+    if record.key != key or record.value != value or record.offset != sent.offset:
+        raise TransportError(
+            "transactional round trip",
+            f"read back offset {record.offset}, wrote offset {sent.offset}",
+            retriable=False,
+        )
+    return RoundTrip(
+        topic, sent.partition, sent.offset, key, value, time.monotonic() - started
+    )

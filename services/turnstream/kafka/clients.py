@@ -1,0 +1,162 @@
+"""Building and starting aiokafka clients from one settings object.
+
+Owns :class:`KafkaClients`: the bootstrap servers, timeouts and security
+settings every producer, consumer and admin client of a process is built from
+(so TLS and SASL reach *every* client), plus :func:`start_client` and
+:func:`stop_client`, which bound a client's start and stop with timeouts and
+turn failures into :class:`turnstream.errors.TransportError`.
+
+Part of ``turnstream.kafka`` (the only aiokafka importer); must not import the
+runtime or the wire codec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Final
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+
+from turnstream.errors import TransportError
+from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.faults import transport_error
+from turnstream.kafka.security import KafkaSecurity
+
+__all__ = [
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "KafkaClients",
+    "start_client",
+    "stop_client",
+]
+
+DEFAULT_MAX_REQUEST_BYTES: Final = 8 * 1024 * 1024 + 64 * 1024
+"""Producer ``max_request_size``: one codec frame (8 MiB) plus batch overhead.
+
+The broker's own limit is the topic's ``max.message.bytes`` (1 MiB by default):
+raise it on ``turnstream.loops.v1`` (and ``turnstream.events.v1``) to the same
+value for loops with long histories.
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaClients:
+    """Where Kafka is and how to reach it, for every client of a process.
+
+    Attributes:
+        connection: bootstrap servers and per-call timeouts.
+        security: protocol, SASL and TLS settings (passed to every client).
+        client_id: prefix of every client's id (shown in broker logs).
+        max_request_bytes: producers' ``max_request_size``.
+    """
+
+    connection: KafkaConnection
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    client_id: str = "turnstream"
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+
+    @property
+    def bootstrap(self) -> str:
+        """The bootstrap servers."""
+        return self.connection.bootstrap
+
+    @cached_property
+    def _common(self) -> dict[str, object]:
+        # Built once: the TLS context loads its files here (ConfigError if not).
+        return {
+            "bootstrap_servers": self.connection.bootstrap,
+            "request_timeout_ms": self.connection.request_timeout_ms,
+            **self.security.client_kwargs(),
+        }
+
+    def common(self, role: str) -> dict[str, Any]:
+        """Keyword arguments shared by every client, with a client id for ``role``."""
+        return {**self._common, "client_id": f"{self.client_id}-{role}"}
+
+    def transactional_producer(
+        self, transactional_id: str, *, transaction_timeout_ms: int = 60_000
+    ) -> AIOKafkaProducer:
+        """A transactional (hence idempotent, ``acks=all``) producer."""
+        return AIOKafkaProducer(
+            **self.common("txn"),
+            transactional_id=transactional_id,
+            transaction_timeout_ms=transaction_timeout_ms,
+            max_request_size=self.max_request_bytes,
+            linger_ms=0,
+        )
+
+    def idempotent_producer(self, role: str) -> AIOKafkaProducer:
+        """An idempotent ``acks=all`` producer (commands: no duplicates, no loss)."""
+        return AIOKafkaProducer(
+            **self.common(role),
+            enable_idempotence=True,
+            acks="all",
+            max_request_size=self.max_request_bytes,
+        )
+
+    def lossy_producer(self, role: str, *, linger_ms: int = 5) -> AIOKafkaProducer:
+        """A fast ``acks=1`` producer for live-only records (deltas)."""
+        return AIOKafkaProducer(
+            **self.common(role),
+            acks=1,
+            linger_ms=linger_ms,
+            max_request_size=self.max_request_bytes,
+        )
+
+    def consumer(
+        self,
+        role: str,
+        *topics: str,
+        group_id: str | None = None,
+        read_committed: bool = True,
+        **extra: Any,
+    ) -> AIOKafkaConsumer:
+        """A consumer; without ``group_id`` it is assigned partitions by hand.
+
+        ``extra`` may override any common setting (e.g. ``request_timeout_ms``).
+        """
+        kwargs: dict[str, Any] = {
+            **self.common(role),
+            "group_id": group_id,
+            "enable_auto_commit": False,
+            "isolation_level": (
+                "read_committed" if read_committed else "read_uncommitted"
+            ),
+            **extra,
+        }
+        return AIOKafkaConsumer(*topics, **kwargs)
+
+    def admin(self) -> AIOKafkaAdminClient:
+        """An admin client (start it with :func:`start_client`)."""
+        return AIOKafkaAdminClient(**self.common("admin"))
+
+
+async def start_client(client: Any, *, seconds: float, operation: str) -> None:
+    """Start an aiokafka client under a timeout; on failure close it again.
+
+    Raises:
+        TransportError: the start failed or timed out.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            await client.start()
+    except (TimeoutError, KafkaError, OSError) as exc:
+        await stop_client(client, seconds=seconds)
+        raise transport_error(operation, exc) from exc
+
+
+async def stop_client(client: Any, *, seconds: float) -> None:
+    """Stop or close an aiokafka client, bounded; a failure to stop is ignored.
+
+    Stopping is best effort (the process or partition is going away); a
+    cancellation still propagates.
+    """
+    closer = getattr(client, "stop", None) or client.close
+    try:
+        async with asyncio.timeout(seconds):
+            await closer()
+    except (TimeoutError, KafkaError, OSError, TransportError):
+        return

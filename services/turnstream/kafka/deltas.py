@@ -1,0 +1,129 @@
+"""Live-only events to ``turnstream.deltas.v1``: the runtime's ``LiveHub`` on Kafka.
+
+Owns :class:`DeltaPublisher`. ``publish`` encodes an ephemeral event and puts
+it on a bounded buffer without waiting; one sender task hands the buffer to a
+separate *non-transactional* ``acks=1`` producer, immediately and outside any
+transaction (deltas must reach watchers while the turn streams, not when it
+commits). The topic is lossy by design: a full buffer, a slow broker or a
+failed send drops the event and counts it. ``deliver`` does nothing: enduring
+events reach watchers through the journal topic itself, ``read_committed``.
+
+Part of ``turnstream.kafka`` (the only aiokafka importer); imports the wire
+codec; never the runtime's actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka.errors import KafkaError
+
+from turnstream.errors import ContractError
+from turnstream.events import EnduringEvent, EphemeralEvent
+from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.records import loop_key
+from turnstream.wire import Codec
+
+__all__ = ["DeltaPublisher"]
+
+_log = logging.getLogger(__name__)
+
+
+class DeltaPublisher:
+    """A ``LiveHub`` that sends ephemeral events to the deltas topic.
+
+    Args:
+        clients: builds the producer.
+        topic: the deltas topic.
+        codec: encodes ephemeral events.
+        metrics: ``deltas_sent`` and ``deltas_dropped`` are counted here.
+        capacity: events buffered at most; more are dropped.
+        send_timeout: seconds one hand-over to the producer may take.
+    """
+
+    def __init__(
+        self,
+        *,
+        clients: KafkaClients,
+        topic: str,
+        codec: Codec,
+        metrics: ServiceMetrics,
+        capacity: int = 1024,
+        send_timeout: float = 1.0,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self._clients = clients
+        self._topic = topic
+        self._codec = codec
+        self._metrics = metrics
+        self._send_timeout = send_timeout
+        self._buffer: asyncio.Queue[tuple[bytes, bytes, list[tuple[str, bytes]]]] = (
+            asyncio.Queue(maxsize=capacity)
+        )
+        self._producer: Any = None
+
+    async def start(self) -> None:
+        """Start the producer.
+
+        Raises:
+            TransportError: the producer could not start in time.
+        """
+        producer = self._clients.lossy_producer("deltas")
+        await start_client(
+            producer,
+            seconds=self._clients.connection.connect_timeout,
+            operation="start deltas producer",
+        )
+        self._producer = producer
+
+    async def run(self) -> None:
+        """The sender task: hand buffered events to the producer until cancelled."""
+        try:
+            while True:
+                key, value, headers = await self._buffer.get()
+                try:
+                    async with asyncio.timeout(self._send_timeout):
+                        delivery = await self._producer.send(
+                            self._topic, value, key=key, headers=headers
+                        )
+                except (TimeoutError, KafkaError):
+                    self._metrics.deltas_dropped += 1
+                    continue
+                delivery.add_done_callback(self._delivered)
+        finally:
+            producer, self._producer = self._producer, None
+            if producer is not None:
+                await stop_client(producer, seconds=self._send_timeout * 5)
+
+    def _delivered(self, delivery: asyncio.Future[Any]) -> None:
+        if delivery.cancelled() or delivery.exception() is not None:
+            self._metrics.deltas_dropped += 1
+        else:
+            self._metrics.deltas_sent += 1
+
+    async def publish(self, event: EphemeralEvent) -> None:
+        """Buffer ``event`` for sending; drop it if the buffer is full."""
+        loop_id = event.header.loop_id
+        if loop_id is None or self._producer is None:
+            self._metrics.deltas_dropped += 1
+            return
+        try:
+            value = self._codec.marshal_ephemeral(event)
+        except ContractError as exc:
+            _log.warning("delta not encodable", extra={"exc_type": type(exc).__name__})
+            self._metrics.deltas_dropped += 1
+            return
+        try:
+            self._buffer.put_nowait(
+                (loop_key(loop_id), value, self._codec.kafka_headers(event))
+            )
+        except asyncio.QueueFull:
+            self._metrics.deltas_dropped += 1
+
+    async def deliver(self, events: Sequence[EnduringEvent]) -> None:
+        """Nothing to do: the journal topic is how enduring events go live."""

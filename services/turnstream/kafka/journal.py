@@ -1,0 +1,281 @@
+"""The runtime's ``Journal`` port on Kafka, for the loops of one partition.
+
+Owns :class:`PartitionJournal`: per loop, the committed state (the last state
+written or restored, plus the events committed since, folded with the
+runtime's :func:`~turnstream.runtime.fold.fold_loop` only when a state record
+is due) and the ids of the commands it answered (to skip redelivered ones).
+``append`` hands one commit to the partition's
+:class:`~turnstream.kafka.partition.PartitionWriter` (one transaction) and
+changes nothing here unless it committed; ``recover`` answers from memory,
+else from the snapshots read at assignment, else from the journal.
+
+When a state record is written: with ``LoopStarted``, with ``TurnStarted``,
+and with every commit after which the loop has no open turn (a terminal, a
+rejection or cancellation while idle) -- except a commit of only ``LoopIdle``,
+which folds to nothing restore needs. Hence the invariant restore relies on: if
+a loop's latest snapshot has no open turn (and a real ``journal_offset``),
+nothing committed after it changes the loop's fold, so it is restored from the
+snapshot alone; otherwise only the events after ``journal_offset`` are read (one
+turn's worth). A snapshot with ``journal_offset == -1`` (too large to store)
+means "replay the journal". Per turn that is two state records (its start and
+its terminal), each as large as the loop's history.
+
+While the partition is being handed over (:meth:`PartitionJournal.close_for_handover`)
+only what ends a running turn may still be committed; inputs that were merely
+queued stay unanswered, so the next owner reads and runs them.
+
+Part of ``turnstream.kafka``; imports the runtime's fold, inbox window and
+ports (adapters sit above the runtime); from aiokafka only ``TopicPartition``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from aiokafka import TopicPartition
+
+from turnstream.events import (
+    EnduringEvent,
+    GateResolved,
+    LoopIdle,
+    LoopStarted,
+    StepDone,
+    TurnDone,
+    TurnFailed,
+    TurnInterrupted,
+    TurnStarted,
+)
+from turnstream.ids import CommandId, LoopId
+from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.faults import PartitionClosedError
+from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.partition import PartitionWriter
+from turnstream.kafka.reader import SnapshotRead, read_journal
+from turnstream.runtime.fold import fold_loop
+from turnstream.runtime.inbox import SEEN_WINDOW, SeenCommands
+from turnstream.runtime.ports import Recovery
+from turnstream.state import LoopState
+from turnstream.wire import Codec
+
+__all__ = ["PartitionJournal"]
+
+# What a partition being handed over may still commit: the end of a running
+# turn (its truncated step, its terminal, its abandoned gates).
+_HANDOVER_TYPES = (StepDone, TurnDone, TurnFailed, TurnInterrupted, GateResolved)
+
+
+@dataclass(slots=True)
+class _LoopView:
+    """The committed side of one loop, as this partition's writer knows it."""
+
+    base: LoopState | None
+    unfolded: list[EnduringEvent] = field(default_factory=list)
+    open_turn: bool = False
+    resolved: SeenCommands = field(default_factory=SeenCommands)
+
+
+class PartitionJournal:
+    """The ``Journal`` port for the loops whose commands land on one partition.
+
+    Args:
+        partition: the partition number shared by commands, events and loops.
+        writer: the partition's transactional writer.
+        snapshots: what the loops partition held at assignment.
+        clients: builds consumers for journal reads.
+        codec: decodes journal records.
+        events_topic: the journal topic.
+        metrics: counters to update.
+    """
+
+    def __init__(
+        self,
+        *,
+        partition: int,
+        writer: PartitionWriter,
+        snapshots: SnapshotRead,
+        clients: KafkaClients,
+        codec: Codec,
+        events_topic: str,
+        metrics: ServiceMetrics,
+    ) -> None:
+        self.partition = partition
+        self._writer = writer
+        self._snapshots = snapshots
+        self._clients = clients
+        self._codec = codec
+        self._events_tp = TopicPartition(events_topic, partition)
+        self._metrics = metrics
+        self._views: dict[UUID, _LoopView] = {}
+        self._handover = False
+
+    # ----------------------------------------------------------- queries
+
+    def known(self, loop_id: UUID) -> bool:
+        """Whether ``loop_id`` has committed anything on this partition."""
+        return (
+            loop_id in self._views
+            or loop_id in self._snapshots.states
+            or loop_id in self._snapshots.unreadable
+        )
+
+    def open_turn_loops(self) -> list[UUID]:
+        """Loops whose latest snapshot has an open turn (or must be replayed)."""
+        found = [
+            loop_id
+            for loop_id, state in self._snapshots.states.items()
+            if state.open_turn is not None or state.journal_offset < 0
+        ]
+        return [*found, *sorted(self._snapshots.unreadable)]
+
+    def is_resolved(self, loop_id: UUID, command_id: UUID) -> bool:
+        """Whether ``command_id`` was already answered durably for ``loop_id``.
+
+        Only loops already recovered (or appended to) are consulted; call
+        :meth:`recover` first for a loop seen for the first time.
+        """
+        view = self._views.get(loop_id)
+        return view is not None and command_id in view.resolved
+
+    def close_for_handover(self) -> None:
+        """From now on commit only what ends running turns (see module docstring)."""
+        self._handover = True
+
+    # ------------------------------------------------------- the Journal port
+
+    async def append(self, loop_id: LoopId, events: Sequence[EnduringEvent]) -> None:
+        """Commit ``events`` in one transaction; raise if not committed."""
+        if not events:
+            return
+        if self._handover and not all(isinstance(e, _HANDOVER_TYPES) for e in events):
+            raise PartitionClosedError(self.partition)
+        view = self._views.get(loop_id)
+        if view is None:
+            view = _LoopView(base=None)
+            self._views[loop_id] = view
+        open_after = view.open_turn
+        for event in events:
+            if isinstance(event, TurnStarted):
+                open_after = True
+            elif event.ends_turn():
+                open_after = False
+        opens = any(isinstance(e, LoopStarted | TurnStarted) for e in events)
+        settles = not open_after and not all(isinstance(e, LoopIdle) for e in events)
+        due = opens or settles
+        state = fold_loop([*view.unfolded, *events], view.base) if due else None
+
+        def committed(written: LoopState | None) -> None:
+            # Runs for every committed append, even one whose caller stopped
+            # waiting: the view always equals what Kafka holds.
+            view.open_turn = open_after
+            _remember(view, events)
+            if written is not None:
+                view.base, view.unfolded = written, []
+            else:
+                view.unfolded.extend(events)
+            self._metrics.committed(events)
+
+        await self._writer.append(loop_id, events, state, on_commit=committed)
+
+    async def recover(self, loop_id: LoopId) -> Recovery:
+        """The loop's snapshot and the events after it (see module docstring).
+
+        Raises:
+            DecodeError: a journal record of the loop is not a valid event.
+            TransportError: the journal could not be read in time.
+        """
+        view = self._views.get(loop_id)
+        if view is not None:
+            return Recovery(view.base, tuple(view.unfolded))
+        snapshot = self._snapshots.states.get(loop_id)
+        if snapshot is not None and snapshot.journal_offset >= 0:
+            if snapshot.open_turn is None:
+                events: list[EnduringEvent] = []
+                how = "snapshot"
+            else:
+                tail = await read_journal(
+                    self._clients,
+                    self._codec,
+                    self._events_tp,
+                    start=snapshot.journal_offset,
+                    loops=(loop_id,),
+                )
+                events = [entry.event for entry in tail]
+                how = "snapshot+tail"
+            base: LoopState | None = snapshot
+        elif self.known(loop_id):
+            history = await read_journal(
+                self._clients, self._codec, self._events_tp, loops=(loop_id,)
+            )
+            events, base, how = [entry.event for entry in history], None, "replay"
+        else:
+            events, base, how = [], None, "new"
+        self._metrics.restores[how] += 1
+        view = _LoopView(base=base, unfolded=list(events))
+        if base is not None:
+            view.resolved = _seen(base)
+            view.open_turn = base.open_turn is not None
+        for event in events:
+            if isinstance(event, TurnStarted):
+                view.open_turn = True
+            elif event.ends_turn():
+                view.open_turn = False
+        _remember(view, events)
+        self._views[loop_id] = view
+        return Recovery(base, tuple(events))
+
+    async def prefetch(self, loop_ids: Iterable[UUID]) -> dict[UUID, Recovery]:
+        """Recover several loops with one scan of the journal tail.
+
+        Used at assignment for the loops that need their tails (open turns):
+        one read from the smallest ``journal_offset`` instead of one per loop.
+        """
+        wanted = [i for i in loop_ids if i not in self._views]
+        starts = [
+            self._snapshots.states[i].journal_offset
+            for i in wanted
+            if i in self._snapshots.states
+            and self._snapshots.states[i].journal_offset >= 0
+        ]
+        if len(wanted) > 1 and len(starts) == len(wanted):
+            tail = await read_journal(
+                self._clients,
+                self._codec,
+                self._events_tp,
+                start=min(starts),
+                loops=wanted,
+            )
+            for loop_id in wanted:
+                snapshot = self._snapshots.states[loop_id]
+                events = [
+                    e.event
+                    for e in tail
+                    if e.loop_id == loop_id and e.offset >= snapshot.journal_offset
+                ]
+                view = _LoopView(
+                    base=snapshot,
+                    unfolded=events,
+                    resolved=_seen(snapshot),
+                    open_turn=snapshot.open_turn is not None,
+                )
+                for event in events:
+                    if isinstance(event, TurnStarted):
+                        view.open_turn = True
+                    elif event.ends_turn():
+                        view.open_turn = False
+                _remember(view, events)
+                self._views[loop_id] = view
+                self._metrics.restores["snapshot+tail"] += 1
+        return {i: await self.recover(LoopId(i)) for i in wanted}
+
+
+def _seen(state: LoopState) -> SeenCommands:
+    return SeenCommands((CommandId(c) for c in state.recent_command_ids), SEEN_WINDOW)
+
+
+def _remember(view: _LoopView, events: Iterable[EnduringEvent]) -> None:
+    for event in events:
+        replied = event.reply_to()
+        if replied is not None:
+            view.resolved.add(CommandId(replied))

@@ -1,0 +1,156 @@
+"""Counters and a readiness flag for the loop-actor service.
+
+Owns :class:`ServiceMetrics` and :class:`LatencyHistogram`: plain attributes
+and dictionaries that the service updates from its own tasks (single event
+loop, so no locks) and that an exporter (e.g. a Prometheus endpoint in the
+CLI) reads. Nothing here does I/O. Pure: stdlib and value types only; must not
+import aiokafka, the runtime or the wire codec.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from turnstream.events import (
+    EnduringEvent,
+    StepDone,
+    TurnDone,
+    TurnFailed,
+    TurnInterrupted,
+    TurnStarted,
+)
+
+__all__ = ["DEFAULT_LATENCY_BUCKETS", "LatencyHistogram", "ServiceMetrics"]
+
+DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+"""Upper bounds in seconds (Prometheus' default buckets)."""
+
+
+@dataclass
+class LatencyHistogram:
+    """A cumulative histogram of durations (seconds), Prometheus-shaped.
+
+    Attributes:
+        buckets: upper bounds, increasing; an implicit ``+Inf`` follows.
+        counts: observations per bucket (non-cumulative; the last is ``+Inf``).
+        total: the sum of all observations.
+        count: the number of observations.
+    """
+
+    buckets: Sequence[float] = DEFAULT_LATENCY_BUCKETS
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        if list(self.buckets) != sorted(self.buckets):
+            raise ValueError("buckets must increase")
+        self.counts = [0] * (len(self.buckets) + 1)
+
+    def observe(self, seconds: float) -> None:
+        """Record one duration."""
+        self.counts[bisect.bisect_left(self.buckets, seconds)] += 1
+        self.total += seconds
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """``(upper bound, observations <= bound)`` pairs, ending with ``inf``."""
+        running = 0
+        pairs: list[tuple[float, int]] = []
+        for bound, count in zip(
+            [*self.buckets, float("inf")], self.counts, strict=True
+        ):
+            running += count
+            pairs.append((bound, running))
+        return pairs
+
+    def quantile(self, q: float) -> float:
+        """An upper-bound estimate of the ``q`` quantile (0 without data)."""
+        if not self.count:
+            return 0.0
+        rank = q * self.count
+        for bound, seen in self.cumulative():
+            if seen >= rank:
+                return bound
+        return float("inf")
+
+
+@dataclass
+class ServiceMetrics:
+    """What the loop-actor service exposes for health checks and dashboards.
+
+    Attributes:
+        ready: the consumer joined its group and every assigned partition is
+            restored (readiness probe).
+        partitions: commands partitions currently owned.
+        live_loops: loops with a running actor.
+        turns_started: ``TurnStarted`` events committed.
+        steps_committed: ``StepDone`` events committed.
+        terminals: committed terminals by type name.
+        commits: transactions committed.
+        commit_retries: transactions aborted and retried (transient errors).
+        commit_failures: commits that finally failed.
+        commit_latency: seconds from an append request to its commit.
+        group_sizes: appends per transaction (group commit), by size.
+        commands: commands read, by type name.
+        duplicates: redelivered commands skipped by command id.
+        dead_letters: undecodable commands sent to the dead-letter topic.
+        deltas_sent: live events handed to the deltas producer.
+        deltas_dropped: live events dropped (buffer full or send failed).
+        fenced: partitions lost to a newer producer.
+        restores: loops restored, by ``"snapshot"``, ``"replay"`` or ``"new"``.
+        consumer_lag: per commands partition, end offset minus position.
+    """
+
+    ready: bool = False
+    partitions: set[int] = field(default_factory=set)
+    live_loops: int = 0
+    turns_started: int = 0
+    steps_committed: int = 0
+    terminals: Counter[str] = field(default_factory=Counter)
+    commits: int = 0
+    commit_retries: int = 0
+    commit_failures: int = 0
+    commit_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    group_sizes: Counter[int] = field(default_factory=Counter)
+    commands: Counter[str] = field(default_factory=Counter)
+    duplicates: int = 0
+    dead_letters: int = 0
+    deltas_sent: int = 0
+    deltas_dropped: int = 0
+    fenced: int = 0
+    restores: Counter[str] = field(default_factory=Counter)
+    consumer_lag: dict[int, int] = field(default_factory=dict)
+
+    def committed(self, events: Iterable[EnduringEvent]) -> None:
+        """Count the turn-level events of one committed append."""
+        for event in events:
+            match event:
+                case TurnStarted():
+                    self.turns_started += 1
+                case StepDone():
+                    self.steps_committed += 1
+                case TurnDone() | TurnFailed() | TurnInterrupted():
+                    self.terminals[event.type_name] += 1
+                case _:
+                    pass
+
+    @property
+    def total_lag(self) -> int:
+        """Consumer lag summed over the owned partitions."""
+        return sum(self.consumer_lag.values())

@@ -1,0 +1,702 @@
+"""The transactional writer of one commands partition.
+
+Owns :class:`PartitionWriter`: the partition's transactional producer (stable
+transactional id ``{prefix}-{group}-{commands topic}-{partition}``, so a newer
+owner fences this one), its single writer task, and its
+:class:`~turnstream.kafka.offsets.CommandOffsets` ledger. Every durable commit
+of every loop of the partition goes through it:
+
+* one request = the events of one ``Journal.append`` (+ that loop's state);
+  the writer group-commits the requests pending when a transaction starts into
+  that one transaction, in arrival order;
+* a transaction holds the events (to ``events``, explicit partition), then
+  -- after their send futures gave their offsets -- each requested state
+  record (to ``loops``, ``journal_offset`` = last event offset + 1), dead
+  letters, and ``send_offsets_to_transaction`` with the committable command
+  offset computed *as if* the transaction's answers were already committed,
+  so answers and offsets move atomically;
+* a request's future resolves only after ``commit_transaction`` returned.
+
+Failure handling: transient errors abort the transaction and retry it with
+backoff until ``commit_deadline``; a fencing error means another process owns
+the partition, so the writer turns ``FENCED`` and never writes again; a
+deadline passed, or a commit whose outcome cannot be established, turns it
+``FAILED`` (the service then rebuilds the partition from Kafka). A rebuilt
+producer (needed when an abort is impossible) bumps the epoch, so the writer
+asks ``still_owner`` first: a zombie must never fence the real owner.
+
+Part of ``turnstream.kafka`` (the only aiokafka importer). Imports the wire
+codec to encode records; never the runtime's actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+from uuid import UUID
+
+from aiokafka import TopicPartition
+
+from turnstream.errors import TransportError
+from turnstream.events import EnduringEvent
+from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.faults import (
+    CommitFailedError,
+    Fault,
+    PartitionClosedError,
+    PartitionFencedError,
+    classify,
+)
+from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.offsets import CommandOffsets
+from turnstream.kafka.reader import record_visible
+from turnstream.kafka.records import loop_key
+from turnstream.kafka.topology import TopicNames
+from turnstream.state import LoopState
+from turnstream.wire import Codec, EncodeError
+
+__all__ = ["PartitionWriter", "WriterSettings", "WriterState", "transactional_id"]
+
+_log = logging.getLogger(__name__)
+_STATE_OVERHEAD: Final = 1024
+
+
+def transactional_id(prefix: str, group_id: str, topic: str, partition: int) -> str:
+    """The stable transactional id of one input partition's producer."""
+    return f"{prefix}-{group_id}-{topic}-{partition}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriterSettings:
+    """How one partition's writer commits.
+
+    Attributes:
+        commit_deadline: seconds one commit may take, retries included. Keep
+            it below the loops' ``commit_timeout`` so the writer always decides
+            before the actor stops waiting.
+        transaction_timeout_ms: the producer's transaction timeout.
+        max_group: appends group-committed into one transaction at most.
+        offset_flush_interval: seconds an advanced command offset may wait for
+            a transaction to carry it before an offsets-only one is made.
+        backoff_initial: first retry delay in seconds (doubles per retry).
+        backoff_max: longest retry delay in seconds.
+        state_max_bytes: a state record larger than this is replaced by a small
+            "replay from the start" marker; keep it below the loops topic's
+            ``max.message.bytes``.
+        start_timeout: seconds to start (initialise) the producer.
+        close_timeout: seconds to stop the producer.
+    """
+
+    commit_deadline: float = 30.0
+    transaction_timeout_ms: int = 60_000
+    max_group: int = 32
+    offset_flush_interval: float = 1.0
+    backoff_initial: float = 0.1
+    backoff_max: float = 2.0
+    state_max_bytes: int = 1_000_000 - 16_384
+    start_timeout: float = 60.0
+    close_timeout: float = 10.0
+
+
+class WriterState(StrEnum):
+    """The writer's life: it only moves forward."""
+
+    NEW = "new"
+    OPEN = "open"
+    FENCED = "fenced"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class _Append:
+    loop_id: UUID
+    payloads: tuple[tuple[bytes, list[tuple[str, bytes]]], ...]
+    state: LoopState | None
+    resolves: tuple[UUID, ...]
+    reply: asyncio.Future[LoopState | None]
+    started: float
+    on_commit: Callable[[LoopState | None], None] | None = None
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class _DeadLetter:
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    resolves: UUID
+    reply: asyncio.Future[LoopState | None]
+    started: float
+
+
+_Request = _Append | _DeadLetter
+
+
+class _Phase(StrEnum):
+    IDLE = "idle"
+    OPEN = "open"
+    COMMITTING = "committing"
+
+
+@dataclass(slots=True)
+class _Outcome:
+    states: dict[int, LoopState] = field(default_factory=dict)
+    offset: int | None = None
+    probe: TopicPartition | None = None
+    probe_offset: int | None = None
+
+
+class _MemberCancelled(Exception):
+    """A request's caller gave up before the commit: retry without it."""
+
+
+class PartitionWriter:
+    """The single writer of one partition's transactions (see module docstring).
+
+    Args:
+        partition: the commands partition (= events and loops partition).
+        clients: builds the transactional producer.
+        topics: the topic set.
+        group_id: the consumer group whose offsets the transactions commit.
+        txn_id: the stable transactional id.
+        codec: encodes events, states and (for the probe) nothing else.
+        metrics: counters to update.
+        settings: timeouts and limits.
+        still_owner: whether this process still owns the partition (asked
+            before any producer re-initialisation, which would fence others).
+        on_broken: called once when the writer turns FENCED or FAILED.
+    """
+
+    def __init__(
+        self,
+        *,
+        partition: int,
+        clients: KafkaClients,
+        topics: TopicNames,
+        group_id: str,
+        txn_id: str,
+        codec: Codec,
+        metrics: ServiceMetrics,
+        settings: WriterSettings,
+        still_owner: Callable[[], bool],
+        on_broken: Callable[[PartitionWriter], None],
+    ) -> None:
+        self.partition = partition
+        self.transactional_id = txn_id
+        self._clients = clients
+        self._topics = topics
+        self._group_id = group_id
+        self._codec = codec
+        self._metrics = metrics
+        self._settings = settings
+        self._still_owner = still_owner
+        self._on_broken = on_broken
+        self._ledger = CommandOffsets()
+        self._queue: deque[_Request] = deque()
+        self._wake = asyncio.Event()
+        self._state = WriterState.NEW
+        self._closing = False
+        self._producer: Any = None
+        self._phase = _Phase.IDLE
+        self._last_commit = time.monotonic()
+        self._commands_tp = TopicPartition(topics.commands, partition)
+        self._events_tp = TopicPartition(topics.events, partition)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> WriterState:
+        """Where the writer is in its life."""
+        return self._state
+
+    @property
+    def ledger(self) -> CommandOffsets:
+        """The partition's command-offset ledger (read it; only notes change it)."""
+        return self._ledger
+
+    def _check_open(self) -> None:
+        if self._state is WriterState.FENCED:
+            raise PartitionFencedError(self.partition)
+        if self._state is not WriterState.OPEN or self._closing:
+            raise PartitionClosedError(self.partition)
+
+    # -------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Initialise the transactional producer (fences any previous owner).
+
+        Raises:
+            TransportError: the producer could not be initialised in time.
+        """
+        self._producer = await self._new_producer(self._settings.start_timeout)
+        self._state = WriterState.OPEN
+
+    async def _new_producer(self, seconds: float) -> Any:
+        producer = self._clients.transactional_producer(
+            self.transactional_id,
+            transaction_timeout_ms=self._settings.transaction_timeout_ms,
+        )
+        await start_client(producer, seconds=seconds, operation="start producer")
+        return producer
+
+    async def run(self) -> None:
+        """The writer task: commit request groups until closed or broken."""
+        try:
+            while self._state is WriterState.OPEN:
+                batch = await self._next_batch()
+                if batch is None:
+                    break
+                await self._commit_group(batch)
+        finally:
+            if self._phase is _Phase.OPEN and self._producer is not None:
+                # Cancelled mid-transaction: abort it rather than leave it to
+                # the transaction timeout or the next owner.
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(min(self._settings.close_timeout, 2.0)):
+                        await self._producer.abort_transaction()
+            self._fail_queued()
+            await self._close_producer()
+
+    async def close(self) -> None:
+        """Stop taking requests; commit what is queued and the last offsets.
+
+        Returns once :meth:`run` may finish; await the writer task after it.
+        """
+        self._closing = True
+        self._wake.set()
+
+    def fail(self) -> None:
+        """Mark the writer failed (e.g. its partition could not be taken over)."""
+        self._break(WriterState.FAILED)
+
+    def _break(self, state: WriterState) -> None:
+        if self._state in (WriterState.FENCED, WriterState.FAILED):
+            return
+        self._state = state
+        if state is WriterState.FENCED:
+            self._metrics.fenced += 1
+        self._wake.set()
+        self._on_broken(self)
+
+    async def _close_producer(self) -> None:
+        if self._state is WriterState.OPEN:
+            self._state = WriterState.CLOSED
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await stop_client(producer, seconds=self._settings.close_timeout)
+
+    # --------------------------------------------------------- ledger notes
+
+    def note_processed(self, offset: int) -> None:
+        """The command at ``offset`` needs nothing more (synchronous)."""
+        self._ledger.processed(offset)
+        self._wake.set()
+
+    def note_awaiting(self, offset: int, command_id: UUID) -> None:
+        """The input at ``offset`` waits for a durable answer (synchronous)."""
+        self._ledger.awaiting(offset, command_id)
+
+    # --------------------------------------------------------------- requests
+
+    async def append(
+        self,
+        loop_id: UUID,
+        events: Sequence[EnduringEvent],
+        state: LoopState | None,
+        *,
+        on_commit: Callable[[LoopState | None], None] | None = None,
+    ) -> LoopState | None:
+        """Commit ``events`` (and ``state``) in a transaction; wait for it.
+
+        A caller that stops waiting (cancelled, timed out) withdraws the request
+        if its transaction has not reached the commit yet; past that point the
+        commit happens anyway, and ``on_commit`` (called with the written state
+        for every committed request, waited for or not) is how the caller's
+        bookkeeping stays equal to what Kafka holds.
+
+        Returns:
+            The state as written (with its ``journal_offset``), or ``None``.
+
+        Raises:
+            PartitionFencedError: the partition was lost to another process.
+            PartitionClosedError: the writer is closing or closed.
+            CommitFailedError: the transaction failed (nothing was committed).
+            ContractError: an event cannot be encoded (nothing was queued).
+        """
+        self._check_open()
+        payloads = tuple(
+            (self._codec.marshal_event(e), self._codec.kafka_headers(e)) for e in events
+        )
+        resolves = tuple(r for r in (e.reply_to() for e in events) if r is not None)
+        reply: asyncio.Future[LoopState | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._queue.append(
+            _Append(
+                loop_id=loop_id,
+                payloads=payloads,
+                state=state,
+                resolves=resolves,
+                reply=reply,
+                started=time.monotonic(),
+                on_commit=on_commit,
+            )
+        )
+        self._wake.set()
+        return await reply
+
+    async def dead_letter(
+        self,
+        *,
+        key: bytes | None,
+        value: bytes,
+        headers: list[tuple[str, bytes]],
+        offset: int,
+        record_id: UUID,
+    ) -> None:
+        """Write an undecodable command to the dead-letter topic, transactionally.
+
+        The command's offset counts as resolved by the same transaction.
+
+        Raises:
+            PartitionFencedError | PartitionClosedError | CommitFailedError: as
+                for :meth:`append`.
+        """
+        self._check_open()
+        self._ledger.awaiting(offset, record_id)
+        reply: asyncio.Future[LoopState | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._queue.append(
+            _DeadLetter(
+                key=key,
+                value=value,
+                headers=headers,
+                resolves=record_id,
+                reply=reply,
+                started=time.monotonic(),
+            )
+        )
+        self._wake.set()
+        await reply
+
+    def _fail_queued(self) -> None:
+        while self._queue:
+            request = self._queue.popleft()
+            if not request.reply.done():
+                request.reply.set_exception(self._closed_error())
+
+    def _closed_error(self) -> TransportError:
+        if self._state is WriterState.FENCED:
+            return PartitionFencedError(self.partition)
+        if self._state is WriterState.FAILED:
+            return CommitFailedError(self.partition, "writer failed", 1, retriable=True)
+        return PartitionClosedError(self.partition)
+
+    # ------------------------------------------------------------ the loop
+
+    async def _next_batch(self) -> list[_Request] | None:
+        """The next group to commit; ``[]`` for offsets only; ``None`` to stop."""
+        while True:
+            while self._queue and self._queue[0].reply.done():
+                self._queue.popleft()  # the caller gave up before we started
+            if self._queue:
+                batch: list[_Request] = []
+                while self._queue and len(batch) < self._settings.max_group:
+                    request = self._queue.popleft()
+                    if not request.reply.done():
+                        batch.append(request)
+                if batch:
+                    return batch
+                continue
+            due = self._last_commit + self._settings.offset_flush_interval
+            if self._ledger.needs_commit() and (
+                self._closing or time.monotonic() >= due
+            ):
+                return []
+            if self._closing or self._state is not WriterState.OPEN:
+                return None
+            self._wake.clear()
+            wait = (
+                max(due - time.monotonic(), 0.01)
+                if self._ledger.needs_commit()
+                else None
+            )
+            try:
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+            except TimeoutError:
+                continue
+
+    async def _commit_group(self, batch: list[_Request]) -> None:
+        deadline = time.monotonic() + self._settings.commit_deadline
+        backoff = self._settings.backoff_initial
+        attempts = 0
+        while self._state is WriterState.OPEN:
+            batch = [r for r in batch if not r.reply.done()]
+            if not batch and not self._ledger.needs_commit():
+                return
+            attempts += 1
+            outcome = _Outcome()
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                    await self._transaction(batch, outcome)
+            except _MemberCancelled:
+                continue
+            except Exception as exc:  # noqa: BLE001 - every failure is classified
+                if await self._settle_failure(exc, batch, outcome, deadline, attempts):
+                    return
+                await asyncio.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
+                backoff = min(backoff * 2, self._settings.backoff_max)
+                continue
+            self._succeed(batch, outcome)
+            return
+        self._fail(batch, self._closed_error())
+
+    async def _settle_failure(
+        self,
+        exc: Exception,
+        batch: list[_Request],
+        outcome: _Outcome,
+        deadline: float,
+        attempts: int,
+    ) -> bool:
+        """Handle a failed transaction; ``True`` if the group is settled."""
+        verdict = await self._recover(exc, outcome, deadline)
+        if verdict == "committed":
+            self._succeed(batch, outcome)
+            return True
+        if verdict == "stop":
+            self._fail(batch, self._closed_error())
+            return True
+        fault = classify(exc)
+        if fault is Fault.PERMANENT and len(batch) > 1:
+            for request in batch:  # isolate the bad request
+                await self._commit_group([request])
+            return True
+        if fault is Fault.PERMANENT or time.monotonic() >= deadline:
+            retriable = fault is not Fault.PERMANENT
+            self._metrics.commit_failures += 1
+            self._fail(
+                batch,
+                CommitFailedError(
+                    self.partition, type(exc).__name__, attempts, retriable=retriable
+                ),
+            )
+            if retriable:
+                self._break(WriterState.FAILED)
+            return True
+        self._metrics.commit_retries += 1
+        _log.warning(
+            "transaction failed; retrying",
+            extra={"partition": self.partition, "exc_type": type(exc).__name__},
+        )
+        return False
+
+    async def _send(self, topic: str, value: bytes, **kwargs: Any) -> Any:
+        """Hand one record to the producer; return its delivery future.
+
+        Every delivery future gets a callback that retrieves its exception, so
+        a transaction that fails half-way leaves no unobserved exception behind.
+        """
+        delivery = await self._producer.send(topic, value, **kwargs)
+        delivery.add_done_callback(_observe)
+        return delivery
+
+    async def _transaction(self, batch: list[_Request], outcome: _Outcome) -> None:
+        producer = self._producer
+        self._phase = _Phase.OPEN
+        await producer.begin_transaction()
+        event_futures: list[list[asyncio.Future[Any]]] = []
+        other_futures: list[asyncio.Future[Any]] = []
+        for request in batch:
+            sent: list[asyncio.Future[Any]] = []
+            if isinstance(request, _Append):
+                key = loop_key(request.loop_id)
+                for value, headers in request.payloads:
+                    sent.append(
+                        await self._send(
+                            self._topics.events,
+                            value,
+                            key=key,
+                            partition=self.partition,
+                            headers=headers,
+                        )
+                    )
+            else:
+                other_futures.append(
+                    await self._send(
+                        self._topics.dead_letters,
+                        request.value,
+                        key=request.key,
+                        headers=request.headers,
+                    )
+                )
+            event_futures.append(sent)
+        offsets = [await _all(sent) for sent in event_futures]
+        resolving = [u for r in batch for u in _resolves(r)]
+        target = self._ledger.committable(resolving)
+        for index, (request, metas) in enumerate(zip(batch, offsets, strict=True)):
+            if isinstance(request, _Append) and metas and outcome.probe is None:
+                outcome.probe, outcome.probe_offset = self._events_tp, metas[0].offset
+            if not isinstance(request, _Append) or request.state is None:
+                continue
+            last = max((m.offset for m in metas), default=-2) + 1
+            state = request.state.model_copy(
+                update={
+                    "journal_offset": last if metas else request.state.journal_offset,
+                    "command_offset": target if target is not None else -1,
+                }
+            )
+            outcome.states[index] = state
+            other_futures.append(
+                await self._send(
+                    self._topics.loops,
+                    self._encode_state(state),
+                    key=loop_key(request.loop_id),
+                    partition=self.partition,
+                    headers=self._codec.kafka_headers(state),
+                )
+            )
+        written = await _all(other_futures)
+        if outcome.probe is None and written:
+            outcome.probe = TopicPartition(written[0].topic, written[0].partition)
+            outcome.probe_offset = written[0].offset
+        committed = self._ledger.committed
+        if target is not None and (committed is None or target > committed):
+            await producer.send_offsets_to_transaction(
+                {self._commands_tp: target}, self._group_id
+            )
+            outcome.offset = target
+        if any(r.reply.cancelled() for r in batch):
+            await producer.abort_transaction()
+            self._phase = _Phase.IDLE
+            raise _MemberCancelled
+        self._phase = _Phase.COMMITTING
+        await producer.commit_transaction()
+        self._phase = _Phase.IDLE
+
+    def _encode_state(self, state: LoopState) -> bytes:
+        limit = self._settings.state_max_bytes - _STATE_OVERHEAD
+        try:
+            data = self._codec.marshal_state(state)
+        except EncodeError:
+            data = b""
+        if data and len(data) <= limit:
+            return data
+        # Too large for the loops topic: write a marker that sends restore to
+        # a full replay of the journal (never a stale snapshot).
+        marker = state.model_copy(update={"messages": (), "journal_offset": -1})
+        return self._codec.marshal_state(marker)
+
+    def _succeed(self, batch: list[_Request], outcome: _Outcome) -> None:
+        now = time.monotonic()
+        self._last_commit = now
+        self._ledger.resolve(u for r in batch for u in _resolves(r))
+        if outcome.offset is not None:
+            self._ledger.mark_committed(outcome.offset)
+        self._metrics.commits += 1
+        if batch:
+            self._metrics.group_sizes[len(batch)] += 1
+        for index, request in enumerate(batch):
+            self._metrics.commit_latency.observe(now - request.started)
+            written = outcome.states.get(index)
+            if isinstance(request, _DeadLetter):
+                self._metrics.dead_letters += 1
+            elif request.on_commit is not None:
+                request.on_commit(written)
+            if not request.reply.done():
+                request.reply.set_result(written)
+
+    def _fail(self, batch: list[_Request], error: BaseException) -> None:
+        for request in batch:
+            if not request.reply.done():
+                request.reply.set_exception(error)
+
+    # ------------------------------------------------------------ recovery
+
+    async def _recover(self, exc: Exception, outcome: _Outcome, deadline: float) -> str:
+        """After a failed transaction: ``"retry"``, ``"committed"`` or ``"stop"``."""
+        phase, self._phase = self._phase, _Phase.IDLE
+        if classify(exc) is Fault.FENCED:
+            self._break(WriterState.FENCED)
+            return "stop"
+        if phase is _Phase.OPEN and await self._abort(deadline):
+            return "retry"
+        # The transaction's state is unknown (committing, fatal, abort failed):
+        # a fresh producer resolves it on the coordinator.
+        if not await self._rebuild(deadline):
+            return "stop"
+        if phase is not _Phase.COMMITTING or outcome.probe is None:
+            return "retry"
+        assert outcome.probe_offset is not None  # noqa: S101 - set with probe
+        try:
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                visible = await record_visible(
+                    self._clients, outcome.probe, outcome.probe_offset
+                )
+        except (TimeoutError, TransportError):
+            _log.error("commit outcome unknown", extra={"partition": self.partition})
+            self._break(WriterState.FAILED)
+            return "stop"
+        return "committed" if visible else "retry"
+
+    async def _abort(self, deadline: float) -> bool:
+        try:
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                await self._producer.abort_transaction()
+        except Exception as exc:  # noqa: BLE001 - any failure: rebuild instead
+            if classify(exc) is Fault.FENCED:
+                self._break(WriterState.FENCED)
+            return False
+        return True
+
+    async def _rebuild(self, deadline: float) -> bool:
+        if self._state is not WriterState.OPEN:
+            return False
+        if not self._still_owner():
+            # Re-initialising would bump the epoch and fence the real owner.
+            self._break(WriterState.FENCED)
+            return False
+        old, self._producer = self._producer, None
+        await stop_client(old, seconds=min(self._settings.close_timeout, 2.0))
+        backoff = self._settings.backoff_initial
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._break(WriterState.FAILED)
+                return False
+            try:
+                self._producer = await self._new_producer(remaining)
+            except TransportError:
+                await asyncio.sleep(min(backoff, max(remaining, 0)))
+                backoff = min(backoff * 2, self._settings.backoff_max)
+                continue
+            return True
+
+
+def _observe(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+async def _all(futures: Sequence[asyncio.Future[Any]]) -> list[Any]:
+    """Every result, or the first failure once all have settled."""
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
+def _resolves(request: _Request) -> tuple[UUID, ...]:
+    if isinstance(request, _Append):
+        return request.resolves
+    return (request.resolves,)

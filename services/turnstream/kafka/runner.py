@@ -1,0 +1,435 @@
+"""One owned commands partition: its writer, its journal and its loop actors.
+
+Owns :class:`PartitionRunner`. It is created when the consumer group assigns a
+commands partition and lives until that partition is revoked (or lost):
+
+* :meth:`PartitionRunner.open` starts the transactional writer (which fences a
+  previous owner), reads the latest state of every loop from the compacted
+  loops partition, and closes every turn a crash left open with a durable
+  ``TurnInterrupted`` (the runtime's restore path); other loops are restored
+  lazily, on their next input;
+* :meth:`PartitionRunner.dispatch` takes the partition's command records in
+  offset order: undecodable ones go to the dead-letter topic (in the
+  partition's transaction, without stalling it); a redelivered, already
+  answered input is skipped by command id; everything else goes to the loop's
+  actor (one actor per loop, the loop's single writer), created or restored on
+  demand;
+* :meth:`PartitionRunner.handover` (revoke, shutdown) interrupts running turns,
+  commits their terminals, leaves merely queued inputs unanswered for the next
+  owner, commits the last offsets and closes the producer;
+  :meth:`PartitionRunner.abandon` (fenced or failed writer) stops the actors
+  without writing anything more.
+
+Part of ``turnstream.kafka``; imports the runtime's actor and restore (adapters
+sit above the runtime) and the wire codec; aiokafka only through its siblings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from aiokafka import TopicPartition
+
+from turnstream.commands import AnyCommand, Shutdown, SubmitInput
+from turnstream.errors import DecodeError, TransportError, TurnstreamError
+from turnstream.events import Agency
+from turnstream.ids import CommandId, LoopId, SessionId
+from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.deltas import DeltaPublisher
+from turnstream.kafka.faults import PartitionClosedError
+from turnstream.kafka.journal import PartitionJournal
+from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.partition import (
+    PartitionWriter,
+    WriterSettings,
+    WriterState,
+    transactional_id,
+)
+from turnstream.kafka.reader import read_latest_states
+from turnstream.kafka.records import dead_letter_headers, dead_letter_id, parse_loop_key
+from turnstream.kafka.topology import TopicNames
+from turnstream.runtime.actor import LoopActor, LoopStatus
+from turnstream.runtime.errors import LoopClosedError, RestoreError
+from turnstream.runtime.ports import Clock, IdSource
+from turnstream.runtime.restore import restore_loop
+from turnstream.runtime.session import LoopSetup
+from turnstream.wire import Codec
+
+__all__ = ["PartitionRunner", "RunnerContext", "SetupFor", "Spawn"]
+
+_log = logging.getLogger(__name__)
+
+SetupFor = Callable[[LoopId], LoopSetup]
+"""Which configuration and model a loop runs with (given by the composition root)."""
+
+Spawn = Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
+"""Starts a task in the service's task group."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerContext:
+    """What every partition runner of a service shares.
+
+    Attributes:
+        clients: builds producers and consumers.
+        topics: the topic set.
+        group_id: the consumer group.
+        txn_prefix: prefix of the transactional ids.
+        codec: encodes and decodes records.
+        hub: the live (deltas) hub for the actors.
+        setup_for: the loop configuration and model for a loop id.
+        clock: stamps events.
+        ids: mints ids.
+        metrics: the service's counters.
+        writer: the writers' settings.
+        stop_timeout: seconds a handover may take per loop.
+        spawn: starts tasks in the service's task group.
+    """
+
+    clients: KafkaClients
+    topics: TopicNames
+    group_id: str
+    txn_prefix: str
+    codec: Codec
+    hub: DeltaPublisher
+    setup_for: SetupFor
+    clock: Clock
+    ids: IdSource
+    metrics: ServiceMetrics
+    writer: WriterSettings
+    stop_timeout: float
+    spawn: Spawn
+
+
+@dataclass(slots=True)
+class _Live:
+    actor: LoopActor
+    task: asyncio.Task[None]
+
+
+class PartitionRunner:
+    """Everything this process does for one commands partition.
+
+    Args:
+        partition: the partition number.
+        ctx: what the runners of the service share.
+        still_owner: whether the consumer still holds this partition.
+        on_broken: called when the writer is fenced or failed.
+    """
+
+    def __init__(
+        self,
+        partition: int,
+        ctx: RunnerContext,
+        *,
+        still_owner: Callable[[], bool],
+        on_broken: Callable[[PartitionRunner], None],
+    ) -> None:
+        self.partition = partition
+        self._ctx = ctx
+        self._on_broken = on_broken
+        self._closing = False
+        self._live: dict[UUID, _Live] = {}
+        self._journal: PartitionJournal | None = None
+        self._writer_task: asyncio.Task[None] | None = None
+        self.writer = PartitionWriter(
+            partition=partition,
+            clients=ctx.clients,
+            topics=ctx.topics,
+            group_id=ctx.group_id,
+            txn_id=transactional_id(
+                ctx.txn_prefix, ctx.group_id, ctx.topics.commands, partition
+            ),
+            codec=ctx.codec,
+            metrics=ctx.metrics,
+            settings=ctx.writer,
+            still_owner=still_owner,
+            on_broken=lambda _writer: self._on_broken(self),
+        )
+
+    @property
+    def broken(self) -> bool:
+        """Whether the writer was fenced or failed."""
+        return self.writer.state in (WriterState.FENCED, WriterState.FAILED)
+
+    @property
+    def journal(self) -> PartitionJournal:
+        """The partition's journal (after :meth:`open`)."""
+        if self._journal is None:
+            raise RuntimeError("the partition runner is not open")
+        return self._journal
+
+    # ------------------------------------------------------------ opening
+
+    async def open(self) -> None:
+        """Take the partition over: fence, read snapshots, close open turns.
+
+        Raises:
+            TransportError: Kafka could not be read or written in time.
+            RestoreError: a loop with an open turn could not be closed.
+        """
+        ctx = self._ctx
+        await self.writer.start()
+        self._writer_task = ctx.spawn(
+            self.writer.run(), f"writer-{ctx.topics.commands}-{self.partition}"
+        )
+        snapshots = await read_latest_states(
+            ctx.clients, ctx.codec, TopicPartition(ctx.topics.loops, self.partition)
+        )
+        self._journal = PartitionJournal(
+            partition=self.partition,
+            writer=self.writer,
+            snapshots=snapshots,
+            clients=ctx.clients,
+            codec=ctx.codec,
+            events_topic=ctx.topics.events,
+            metrics=ctx.metrics,
+        )
+        pending = self._journal.open_turn_loops()
+        try:
+            await self._journal.prefetch(pending)
+        except DecodeError:
+            # One unreadable record must not keep the partition from opening:
+            # each loop is restored (or refused) on its own below.
+            _log.error("journal tail unreadable", extra={"partition": self.partition})
+        for loop_id in pending:
+            setup = ctx.setup_for(LoopId(loop_id))
+            try:
+                await restore_loop(
+                    self._journal,
+                    LoopId(loop_id),
+                    clock=ctx.clock,
+                    ids=ctx.ids,
+                    commit_timeout=setup.config.commit_timeout,
+                )
+            except RestoreError as exc:
+                # Retried when the loop's next input arrives; its open turn
+                # stays open until then (no one can write it meanwhile).
+                _log.error(
+                    "loop with an open turn not restored",
+                    extra={"partition": self.partition, "reason": exc.reason},
+                )
+            if self.broken:
+                raise PartitionClosedError(self.partition)
+
+    # ----------------------------------------------------------- dispatch
+
+    async def dispatch(self, record: Any) -> None:
+        """Handle one command record (called in offset order)."""
+        if self._closing or self.broken:
+            return  # not noted: the next owner reads it again
+        ctx = self._ctx
+        try:
+            command = _decode(ctx.codec, record)
+        except DecodeError as exc:
+            ctx.spawn(self._dead_letter(record, str(exc)), "dead-letter")
+            return
+        ctx.metrics.commands[command.type] += 1
+        try:
+            actor = await self._actor_for(command)
+        except TransportError:
+            if not self._closing:
+                # Kafka could not be read: rebuild the partition; the command
+                # is read again from the committed offset.
+                self.writer.fail()
+            return
+        except TurnstreamError as exc:  # RestoreError, DecodeError: permanent
+            reason = f"loop {command.loop_id} cannot be restored ({exc.kind})"
+            ctx.spawn(self._dead_letter(record, reason), "dead-letter")
+            return
+        if not (self._closing or self.broken):
+            await self._deliver(record.offset, command, actor)
+
+    async def _deliver(
+        self, offset: int, command: AnyCommand, actor: LoopActor | None
+    ) -> None:
+        """Note the command in the offset ledger and hand it to its actor."""
+        if actor is None:
+            self.writer.note_processed(offset)
+            return
+        if isinstance(command, SubmitInput):
+            if self.journal.is_resolved(command.loop_id, command.command_id):
+                self._ctx.metrics.duplicates += 1
+                self.writer.note_processed(offset)
+                return
+            self.writer.note_awaiting(offset, command.command_id)
+        else:
+            self.writer.note_processed(offset)
+        try:
+            actor.post(command)
+        except LoopClosedError:
+            # The actor stopped since it was looked up: an input restarts the
+            # loop; any other command has nothing left to act on.
+            if not isinstance(command, SubmitInput):
+                return
+            try:
+                restarted = await self._actor_for(command)
+            except TurnstreamError:
+                return  # stays unanswered: read again from the committed offset
+            if restarted is not None and not (self._closing or self.broken):
+                restarted.post(command)
+
+    async def _dead_letter(self, record: Any, reason: str) -> None:
+        topics = self._ctx.topics
+        try:
+            await self.writer.dead_letter(
+                key=record.key,
+                value=record.value or b"",
+                headers=dead_letter_headers(
+                    list(record.headers or ()),
+                    reason=reason,
+                    topic=topics.commands,
+                    partition=self.partition,
+                    offset=record.offset,
+                ),
+                offset=record.offset,
+                record_id=dead_letter_id(
+                    topics.commands, self.partition, record.offset
+                ),
+            )
+        except TransportError as exc:
+            _log.warning(
+                "dead letter not written; the command will be read again",
+                extra={"partition": self.partition, "exc_type": type(exc).__name__},
+            )
+
+    async def _actor_for(self, command: AnyCommand) -> LoopActor | None:
+        """The live actor of the command's loop, restored or created if needed.
+
+        Raises:
+            TransportError: Kafka could not be read (transient).
+            TurnstreamError: the loop cannot be restored (permanent).
+        """
+        loop_id = LoopId(command.loop_id)
+        live = self._live.get(loop_id)
+        if live is not None and live.actor.status is not LoopStatus.STOPPED:
+            return live.actor
+        if live is not None:
+            del self._live[loop_id]
+        if not isinstance(command, SubmitInput):
+            return None  # only an input (re)starts a loop
+        ctx = self._ctx
+        setup = ctx.setup_for(loop_id)
+        journal = self.journal
+        try:
+            if journal.known(loop_id):
+                state = await restore_loop(
+                    journal,
+                    loop_id,
+                    clock=ctx.clock,
+                    ids=ctx.ids,
+                    commit_timeout=setup.config.commit_timeout,
+                )
+                actor = LoopActor.from_state(
+                    state,
+                    config=setup.config,
+                    model=setup.model,
+                    journal=journal,
+                    hub=ctx.hub,
+                    clock=ctx.clock,
+                    ids=ctx.ids,
+                )
+            else:
+                await journal.recover(loop_id)
+                actor = LoopActor(
+                    session_id=SessionId(command.session_id),
+                    loop_id=loop_id,
+                    config=setup.config,
+                    model=setup.model,
+                    journal=journal,
+                    hub=ctx.hub,
+                    clock=ctx.clock,
+                    ids=ctx.ids,
+                )
+        except RestoreError as exc:
+            _log.error(
+                "loop could not be restored",
+                extra={"partition": self.partition, "reason": exc.reason},
+            )
+            if isinstance(exc.__cause__, TransportError):
+                raise exc.__cause__ from exc
+            raise
+        if self._closing or self.broken:
+            return None
+        task = ctx.spawn(self._run_actor(actor), f"loop-{loop_id}")
+        self._live[loop_id] = _Live(actor, task)
+        return actor
+
+    async def _run_actor(self, actor: LoopActor) -> None:
+        self._ctx.metrics.live_loops += 1
+        try:
+            await actor.run()
+        finally:
+            self._ctx.metrics.live_loops -= 1
+
+    # ------------------------------------------------------------ stopping
+
+    async def handover(self) -> None:
+        """Stop for another owner: end turns durably, keep queued input for it."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._journal is not None:
+            self._journal.close_for_handover()
+        live = list(self._live.values())
+        if live and not self.broken:
+            async with asyncio.TaskGroup() as group:
+                for entry in live:
+                    group.create_task(self._stop_actor(entry))
+        await self._finish(live)
+
+    async def abandon(self) -> None:
+        """Stop without writing anything more (fenced, failed or lost)."""
+        self._closing = True
+        await self._finish(list(self._live.values()))
+
+    async def _stop_actor(self, entry: _Live) -> None:
+        ctx = self._ctx
+        actor = entry.actor
+        command = Shutdown(
+            command_id=CommandId(ctx.ids.new_id()),
+            session_id=actor.session_id,
+            loop_id=actor.loop_id,
+            created_at=ctx.clock.now(),
+            agency=Agency.MACHINE,
+        )
+        try:
+            async with asyncio.timeout(ctx.stop_timeout):
+                await actor.shutdown(command)
+                await asyncio.wait([entry.task])
+        except TimeoutError:
+            _log.warning(
+                "loop did not stop in time", extra={"partition": self.partition}
+            )
+
+    async def _finish(self, live: list[_Live]) -> None:
+        for entry in live:
+            entry.task.cancel()
+        if live:
+            await asyncio.wait([e.task for e in live], timeout=self._ctx.stop_timeout)
+        self._live.clear()
+        await self.writer.close()
+        if self._writer_task is not None:
+            await asyncio.wait([self._writer_task], timeout=self._ctx.stop_timeout)
+            if not self._writer_task.done():
+                self._writer_task.cancel()
+                await asyncio.wait([self._writer_task], timeout=1.0)
+
+
+def _decode(codec: Codec, record: Any) -> AnyCommand:
+    """The record's command, checked against its key.
+
+    Raises:
+        DecodeError: no value, not a command, or a key naming another loop.
+    """
+    if record.value is None:
+        raise DecodeError("command", "the record has no value")
+    command = codec.unmarshal_command(record.value)
+    if parse_loop_key(record.key) != command.loop_id:
+        raise DecodeError("command", "the record key does not name its loop")
+    return command

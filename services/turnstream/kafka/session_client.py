@@ -1,0 +1,498 @@
+"""The Session API over Kafka: a client of the loop-actor service.
+
+Owns :class:`KafkaSession`. It implements the runtime's
+:class:`~turnstream.runtime.session.Session` protocol without running any loop:
+
+* commands go to ``turnstream.commands.v1`` through an idempotent ``acks=all``
+  producer, keyed by loop id; ``submit`` returns the command id once the
+  broker acknowledged the record (the outcome arrives later as an event whose
+  ``reply_to()`` is that id);
+* live events come from a background reader started by :meth:`KafkaSession.connect`:
+  every events partition assigned at its end (``read_committed``) merged with
+  every deltas partition at its end (``read_uncommitted``), decoded with the
+  codec and offered to each subscription (bounded; the runtime's overflow
+  rules: a full buffer drops ephemeral events and fails the subscription on
+  an enduring one). A subscription gets every event the reader fetches after
+  it was made: everything committed later, and possibly a few events committed
+  just before that the reader had not fetched yet. Across the two topics there
+  is no order between deltas and journal events;
+* history is a separate read: :meth:`KafkaSession.replay` scans the loop's
+  events partition up to the last stable offset, filtered by key.
+
+The reader tasks belong to the session object: :meth:`KafkaSession.close`
+cancels and awaits them, then stops the clients. Every network call is bounded
+by the connection's timeouts. Part of ``turnstream.kafka``; imports the runtime
+(protocol types) and the wire codec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Self
+from uuid import UUID
+
+from aiokafka import TopicPartition
+from aiokafka.errors import KafkaError
+from aiokafka.partitioner import DefaultPartitioner
+
+from turnstream.commands import AnyCommand, Interrupt, RespondGate, Retract, Shutdown
+from turnstream.commands import SubmitInput as SubmitCommand
+from turnstream.content import Block, TextBlock, UserMessage
+from turnstream.errors import DecodeError, SessionError
+from turnstream.events import (
+    Agency,
+    AnyEvent,
+    EnduringEvent,
+    GateOpened,
+    LoopIdle,
+    TurnDone,
+    TurnFailed,
+    TurnInterrupted,
+    TurnStarted,
+)
+from turnstream.ids import CommandId, GateId, LoopId, SessionId
+from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.faults import transport_error
+from turnstream.kafka.reader import JournalEntry, read_journal
+from turnstream.kafka.records import loop_key
+from turnstream.kafka.security import KafkaSecurity
+from turnstream.kafka.topology import TopicNames, partition_counts
+from turnstream.runtime.inbox import SEEN_WINDOW
+from turnstream.runtime.ports import Clock, IdSource, RandomIds, SystemClock
+from turnstream.runtime.session import Session
+from turnstream.runtime.subscription import (
+    DEFAULT_SUBSCRIBER_CAPACITY,
+    EventFilter,
+    LoopScope,
+    Subscription,
+)
+from turnstream.wire import Codec, default_codec
+
+__all__ = ["Content", "KafkaSession"]
+
+_log = logging.getLogger(__name__)
+_FETCH_MS = 100
+
+Content = str | Sequence[Block] | UserMessage
+"""What a submit accepts: text, blocks, or a ready user message."""
+
+
+def _as_message(content: Content) -> UserMessage:
+    if isinstance(content, UserMessage):
+        return content
+    if isinstance(content, str):
+        return UserMessage(blocks=(TextBlock(text=content),))
+    return UserMessage(blocks=tuple(content))
+
+
+class KafkaSession:
+    """A session whose loops run in the loop-actor service (see module docstring).
+
+    Create it with :meth:`connect`; close it with :meth:`close` (or ``async
+    with``).
+    """
+
+    def __init__(
+        self,
+        *,
+        clients: KafkaClients,
+        topics: TopicNames,
+        codec: Codec,
+        session_id: SessionId,
+        active_loop: LoopId,
+        partitions: int,
+        clock: Clock,
+        ids: IdSource,
+        capacity: int,
+    ) -> None:
+        self._clients = clients
+        self._topics = topics
+        self._codec = codec
+        self._session_id = session_id
+        self._active = active_loop
+        self._partitions = partitions
+        self._clock = clock
+        self._ids = ids
+        self._capacity = capacity
+        self._producer: Any = None
+        self._readers: list[Any] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._subscriptions: list[Subscription] = []
+        self._submitted: OrderedDict[CommandId, LoopId] = OrderedDict()
+        self._gates: OrderedDict[UUID, LoopId] = OrderedDict()
+        self._closed = False
+        self.undecodable = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def connect(
+        cls,
+        bootstrap: str | None = None,
+        *,
+        clients: KafkaClients | None = None,
+        security: KafkaSecurity | None = None,
+        topics: TopicNames | None = None,
+        session_id: SessionId | None = None,
+        loop_id: LoopId | None = None,
+        codec: Codec | None = None,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        request_timeout: float = 15.0,
+        capacity: int = DEFAULT_SUBSCRIBER_CAPACITY,
+    ) -> KafkaSession:
+        """Connect: start the command producer and the live reader.
+
+        Args:
+            bootstrap: ``host:port`` list (or pass ``clients``).
+            clients: a prepared client factory (overrides ``bootstrap`` and
+                ``security``).
+            security: TLS/SASL settings for every client.
+            topics: the topic set.
+            session_id: the session (a new one by default).
+            loop_id: the active loop (a new one by default: the service creates
+                a loop on its first input).
+            codec: the codec (the process default by default).
+            clock: stamps commands.
+            ids: mints command ids.
+            request_timeout: seconds per Kafka call.
+            capacity: default subscription buffer size.
+
+        Raises:
+            ConfigError: bad settings, or the topics do not exist.
+            TransportError: Kafka could not be reached in time.
+        """
+        if clients is None:
+            if bootstrap is None:
+                raise SessionError("not_connected", "no bootstrap servers given")
+            clients = KafkaClients(
+                connection=KafkaConnection(
+                    bootstrap=bootstrap, request_timeout=request_timeout
+                ),
+                security=security or KafkaSecurity(),
+                client_id="turnstream-session",
+            )
+        topics = topics or TopicNames()
+        ids = ids or RandomIds()
+        counts = await partition_counts(
+            clients, (topics.commands, topics.events, topics.deltas)
+        )
+        session = cls(
+            clients=clients,
+            topics=topics,
+            codec=codec or default_codec(),
+            session_id=session_id or SessionId(ids.new_id()),
+            active_loop=loop_id or LoopId(ids.new_id()),
+            partitions=counts[topics.commands],
+            clock=clock or SystemClock(),
+            ids=ids,
+            capacity=capacity,
+        )
+        try:
+            await session._start(counts)
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    async def _start(self, counts: dict[str, int]) -> None:
+        seconds = self._clients.connection.connect_timeout
+        producer = self._clients.idempotent_producer("session")
+        await start_client(producer, seconds=seconds, operation="start producer")
+        self._producer = producer
+        for topic, committed, decode in (
+            (self._topics.events, True, self._codec.unmarshal_event),
+            (self._topics.deltas, False, self._codec.unmarshal_ephemeral),
+        ):
+            reader = self._clients.consumer(
+                "live", read_committed=committed, auto_offset_reset="latest"
+            )
+            await start_client(reader, seconds=seconds, operation="start live reader")
+            self._readers.append(reader)
+            assigned = [TopicPartition(topic, p) for p in range(counts[topic])]
+            reader.assign(assigned)
+            try:
+                async with asyncio.timeout(self._clients.connection.request_timeout):
+                    await reader.seek_to_end(*assigned)
+                    for tp in assigned:  # resolve the positions now: live from here
+                        await reader.position(tp)
+            except (TimeoutError, KafkaError) as exc:
+                raise transport_error("position live reader", exc) from exc
+            self._tasks.append(
+                asyncio.create_task(self._pump(reader, decode), name=f"live-{topic}")
+            )
+
+    async def close(self) -> None:
+        """End subscriptions, stop the reader tasks and the clients. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for subscription in self._subscriptions:
+            subscription.end()
+        seconds = self._clients.connection.request_timeout
+        for reader in self._readers:
+            await stop_client(reader, seconds=seconds)
+        if self._producer is not None:
+            await stop_client(self._producer, seconds=seconds)
+
+    async def shutdown(self) -> None:
+        """The Session protocol's shutdown: close this client (loops keep running)."""
+        await self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # ----------------------------------------------------------- live events
+
+    async def _pump(self, reader: Any, decode: Callable[[bytes], AnyEvent]) -> None:
+        while True:
+            try:
+                batch = await reader.getmany(timeout_ms=_FETCH_MS)
+            except KafkaError as exc:
+                _log.warning("live read failed", extra={"exc_type": type(exc).__name__})
+                await asyncio.sleep(0.5)
+                continue
+            for records in batch.values():
+                for record in records:
+                    if record.value is None:
+                        continue
+                    try:
+                        event = decode(record.value)
+                    except DecodeError:
+                        self.undecodable += 1
+                        continue
+                    self._offer(event)
+
+    def _offer(self, event: AnyEvent) -> None:
+        if isinstance(event, GateOpened) and event.header.loop_id is not None:
+            self._remember(self._gates, event.gate_id, LoopId(event.header.loop_id))
+        live = [s for s in self._subscriptions if s.active]
+        self._subscriptions = live
+        for subscription in live:
+            subscription.offer(event)
+
+    def subscribe_events(
+        self, event_filter: EventFilter, *, capacity: int | None = None
+    ) -> Subscription:
+        """Watch events committed (or streamed) from now on; no replay."""
+        if self._closed:
+            raise SessionError("session_closing")
+        subscription = Subscription(event_filter, capacity or self._capacity)
+        self._subscriptions.append(subscription)
+        return subscription
+
+    # -------------------------------------------------------------- history
+
+    def partition_of(self, loop_id: UUID) -> int:
+        """The partition of ``loop_id`` on every co-partitioned topic."""
+        partitions = list(range(self._partitions))
+        return int(DefaultPartitioner()(loop_key(loop_id), partitions, partitions))
+
+    async def replay_entries(
+        self, loop_id: UUID, *, from_: int = 0
+    ) -> list[JournalEntry]:
+        """The loop's committed events with their offsets, from offset ``from_``.
+
+        Raises:
+            DecodeError: a record of the loop is not a valid event.
+            TransportError: the journal could not be read in time.
+        """
+        tp = TopicPartition(self._topics.events, self.partition_of(loop_id))
+        return await read_journal(
+            self._clients, self._codec, tp, start=from_, loops=(loop_id,)
+        )
+
+    async def replay(self, loop_id: UUID, *, from_: int = 0) -> list[EnduringEvent]:
+        """The loop's committed events (its journal), from offset ``from_``."""
+        return [
+            entry.event for entry in await self.replay_entries(loop_id, from_=from_)
+        ]
+
+    # ------------------------------------------------------------- commands
+
+    @property
+    def session_id(self) -> SessionId:
+        """This session's id (stamped on every command)."""
+        return self._session_id
+
+    @property
+    def active_loop(self) -> LoopId:
+        """The loop :meth:`submit` targets by default."""
+        return self._active
+
+    def activate(self, loop_id: LoopId) -> None:
+        """Make ``loop_id`` the default target of :meth:`submit`."""
+        self._active = loop_id
+
+    def _fields(self, loop_id: LoopId, agency: Agency) -> dict[str, object]:
+        return {
+            "command_id": CommandId(self._ids.new_id()),
+            "session_id": self._session_id,
+            "loop_id": loop_id,
+            "created_at": self._clock.now(),
+            "agency": agency,
+        }
+
+    async def send(self, command: AnyCommand) -> CommandId:
+        """Send a prepared command; return its id once the broker has it.
+
+        Raises:
+            SessionError: the session is closed.
+            TransportError: the broker did not acknowledge it in time.
+        """
+        if self._closed or self._producer is None:
+            raise SessionError("session_closing")
+        value = self._codec.marshal_command(command)
+        try:
+            async with asyncio.timeout(self._clients.connection.request_timeout):
+                await self._producer.send_and_wait(
+                    self._topics.commands,
+                    value,
+                    key=loop_key(command.loop_id),
+                    headers=self._codec.kafka_headers(command),
+                )
+        except (TimeoutError, KafkaError) as exc:
+            raise transport_error("send command", exc) from exc
+        return CommandId(command.command_id)
+
+    async def submit(
+        self,
+        content: Content,
+        *,
+        loop_id: LoopId | None = None,
+        no_fold: bool = False,
+        agency: Agency = Agency.USER,
+    ) -> CommandId:
+        """Send input to ``loop_id`` (the active loop by default)."""
+        return await self.submit_to_loop(
+            loop_id or self._active, content, no_fold=no_fold, agency=agency
+        )
+
+    async def submit_to_loop(
+        self,
+        loop_id: LoopId,
+        content: Content,
+        *,
+        no_fold: bool = False,
+        agency: Agency = Agency.USER,
+    ) -> CommandId:
+        """Send input to ``loop_id``; return its command id once acknowledged."""
+        command = SubmitCommand.model_validate(
+            {
+                **self._fields(loop_id, agency),
+                "message": _as_message(content),
+                "no_fold": no_fold,
+            }
+        )
+        command_id = await self.send(command)
+        self._remember(self._submitted, command_id, loop_id)
+        return command_id
+
+    async def interrupt(self, loop_id: LoopId | None = None) -> bool:
+        """Ask the loop to cancel its running turn; ``True`` once the broker has it.
+
+        Over Kafka the answer cannot say whether a turn was running: watch for
+        ``TurnInterrupted``.
+        """
+        target = loop_id or self._active
+        await self.send(Interrupt.model_validate(self._fields(target, Agency.USER)))
+        return True
+
+    async def respond_gate(
+        self, gate_id: GateId, action: str, *, loop_id: LoopId | None = None
+    ) -> None:
+        """Answer a gate; its loop is learned from ``GateOpened`` (else the active)."""
+        target = loop_id or self._gates.get(gate_id) or self._active
+        await self.send(
+            RespondGate.model_validate(
+                {
+                    **self._fields(target, Agency.USER),
+                    "gate_id": gate_id,
+                    "action": action,
+                }
+            )
+        )
+
+    async def retract(
+        self, command_id: CommandId, *, loop_id: LoopId | None = None
+    ) -> None:
+        """Withdraw a queued input (a no-op if it already started or folded)."""
+        target = loop_id or self._submitted.get(command_id) or self._active
+        await self.send(
+            Retract.model_validate(
+                {**self._fields(target, Agency.USER), "target_command_id": command_id}
+            )
+        )
+
+    async def stop_loop(self, loop_id: LoopId | None = None) -> None:
+        """Send ``Shutdown`` to a loop (its turn ends, queued input is returned)."""
+        target = loop_id or self._active
+        await self.send(Shutdown.model_validate(self._fields(target, Agency.USER)))
+
+    async def wait_idle(self, loop_id: LoopId | None = None) -> None:
+        """Return once the loop is parked and every input sent from here answered.
+
+        Waits without bound (wrap it in ``asyncio.timeout``).
+        """
+        target = loop_id or self._active
+        subscription = self.subscribe_events(
+            EventFilter(enduring=LoopScope.only(target))
+        )
+        try:
+            position = 0
+            journal: list[EnduringEvent] = []
+            while True:
+                entries = await self.replay_entries(target, from_=position)
+                if entries:
+                    position = entries[-1].offset + 1
+                    journal.extend(e.event for e in entries)
+                pending = {c for c, loop in self._submitted.items() if loop == target}
+                if _parked(journal, pending):
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await subscription.next(timeout=1.0)
+        finally:
+            subscription.close()
+
+    @staticmethod
+    def _remember(table: OrderedDict[Any, LoopId], key: Any, loop_id: LoopId) -> None:
+        table[key] = loop_id
+        while len(table) > SEEN_WINDOW:
+            table.popitem(last=False)
+
+
+def _parked(journal: Sequence[EnduringEvent], pending: set[CommandId]) -> bool:
+    answered = {e.reply_to() for e in journal}
+    if pending - answered:
+        return False
+    last: EnduringEvent | None = None
+    for event in journal:
+        if isinstance(
+            event, TurnStarted | TurnDone | TurnFailed | TurnInterrupted | LoopIdle
+        ):
+            last = event
+    return last is None or isinstance(last, LoopIdle | TurnInterrupted)
+
+
+def _implements_session(session: KafkaSession) -> Session:
+    """Type-checked proof that :class:`KafkaSession` satisfies ``Session``."""
+    return session

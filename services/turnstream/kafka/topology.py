@@ -1,0 +1,114 @@
+"""The topics a loop-actor service uses, and the co-partitioning check.
+
+Owns :class:`TopicNames` (commands, events, loops, deltas and dead-letter
+topic names, with the prefix/suffix form tests use) and
+:func:`check_copartitioned`, run once at start-up: the commands, events and
+loops topics must have the same partition count, because a loop's commands,
+journal and state must share one partition number (the service writes events
+and state to the partition its commands arrived on). A mismatch is a
+:class:`~turnstream.errors.ConfigError`.
+
+Part of ``turnstream.kafka``; must not import the runtime or the wire codec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aiokafka.errors import KafkaError
+
+from turnstream.errors import ConfigError
+from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.faults import transport_error
+
+__all__ = ["TopicNames", "check_copartitioned", "partition_counts"]
+
+_UNKNOWN_TOPIC = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicNames:
+    """The topic set of one deployment.
+
+    Attributes:
+        commands: commands to loops, keyed by loop id.
+        events: the enduring journal (delete policy, no retention limit).
+        loops: the latest state per loop (compacted).
+        deltas: live-only events (lossy).
+        dead_letters: commands that could not be decoded.
+    """
+
+    commands: str = "turnstream.commands.v1"
+    events: str = "turnstream.events.v1"
+    loops: str = "turnstream.loops.v1"
+    deltas: str = "turnstream.deltas.v1"
+    dead_letters: str = "turnstream.commands.dlq.v1"
+
+    @classmethod
+    def with_affixes(cls, *, prefix: str = "", suffix: str = "") -> TopicNames:
+        """The default names with ``prefix``/``suffix`` (as ``topics apply`` makes)."""
+        base = cls()
+        return cls(
+            commands=f"{prefix}{base.commands}{suffix}",
+            events=f"{prefix}{base.events}{suffix}",
+            loops=f"{prefix}{base.loops}{suffix}",
+            deltas=f"{prefix}{base.deltas}{suffix}",
+            dead_letters=f"{prefix}{base.dead_letters}{suffix}",
+        )
+
+    def co_partitioned(self) -> tuple[str, str, str]:
+        """The topics that must share a partition count."""
+        return (self.commands, self.events, self.loops)
+
+
+async def partition_counts(
+    clients: KafkaClients, topics: Sequence[str]
+) -> dict[str, int]:
+    """The partition count of each topic.
+
+    Raises:
+        ConfigError: a topic does not exist.
+        TransportError: the broker could not be asked.
+    """
+    seconds = clients.connection.request_timeout
+    admin = clients.admin()
+    await start_client(admin, seconds=seconds, operation="start admin client")
+    try:
+        async with asyncio.timeout(seconds):
+            described = await admin.describe_topics(list(topics))
+    except (TimeoutError, KafkaError, OSError) as exc:
+        raise transport_error("describe topics", exc) from exc
+    finally:
+        await stop_client(admin, seconds=seconds)
+    counts: dict[str, int] = {}
+    for entry in described:
+        name = str(entry["topic"])
+        if int(entry["error_code"]) == _UNKNOWN_TOPIC or not entry["partitions"]:
+            raise ConfigError(
+                "topics", f"topic {name} does not exist (run `turnstream topics apply`)"
+            )
+        if int(entry["error_code"]) != 0:
+            raise ConfigError("topics", f"topic {name}: error {entry['error_code']}")
+        counts[name] = len(entry["partitions"])
+    return counts
+
+
+async def check_copartitioned(clients: KafkaClients, topics: TopicNames) -> int:
+    """Return the shared partition count of commands, events and loops.
+
+    Raises:
+        ConfigError: a topic is missing or the counts differ.
+        TransportError: the broker could not be asked.
+    """
+    counts = await partition_counts(clients, topics.co_partitioned())
+    distinct = set(counts.values())
+    if len(distinct) != 1:
+        listing = ", ".join(f"{name}={count}" for name, count in counts.items())
+        raise ConfigError(
+            "topics",
+            "commands, events and loops topics must have the same partition "
+            f"count (co-partitioned by loop id); found {listing}",
+        )
+    return distinct.pop()

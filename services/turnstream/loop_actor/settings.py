@@ -1,0 +1,267 @@
+"""The loop-actor deployable's settings, read once from flags and environment.
+
+Owns :class:`ActorSettings`, :func:`parse_settings` and :func:`parse_security`
+(the Kafka security part; the ``turnstream`` CLI commands that talk to Kafka use
+it too, so every process reads TLS and SASL settings the same way). Every
+setting has a flag and an environment variable (the flag wins); secrets (the
+model API key, the SASL password, the TLS key password) are read from the
+environment only, so they never show in a process listing, and they are held as
+:class:`~turnstream.kafka.security.Secret` (masked in every ``repr``).
+
+The only module of the deployable that reads the environment, and only from
+the mapping passed in. Part of the composition root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from turnstream.errors import ConfigError
+from turnstream.kafka.config import resolve_bootstrap
+from turnstream.kafka.security import (
+    KafkaSecurity,
+    SaslMechanism,
+    Secret,
+    SecurityProtocol,
+)
+from turnstream.loop_actor.tools import TOOL_SETS
+
+__all__ = [
+    "ENV",
+    "SECRET_ENV",
+    "ActorSettings",
+    "parse_security",
+    "parse_settings",
+]
+
+ENV = {
+    "group_id": "TURNSTREAM_GROUP_ID",
+    "topic_prefix": "TURNSTREAM_TOPIC_PREFIX",
+    "topic_suffix": "TURNSTREAM_TOPIC_SUFFIX",
+    "model": "TURNSTREAM_MODEL",
+    "model_base_url": "TURNSTREAM_MODEL_BASE_URL",
+    "chunk_delay": "TURNSTREAM_DEMO_CHUNK_DELAY",
+    "tools": "TURNSTREAM_TOOLS",
+    "system_prompt": "TURNSTREAM_SYSTEM_PROMPT",
+    "txn_prefix": "TURNSTREAM_TXN_PREFIX",
+    "session_timeout_ms": "TURNSTREAM_SESSION_TIMEOUT_MS",
+    "request_timeout": "TURNSTREAM_KAFKA_TIMEOUT",
+    "commit_deadline": "TURNSTREAM_COMMIT_DEADLINE",
+    "schema_dir": "TURNSTREAM_SCHEMA_DIR",
+    "log_level": "TURNSTREAM_LOG_LEVEL",
+    "security_protocol": "TURNSTREAM_KAFKA_SECURITY_PROTOCOL",
+    "sasl_mechanism": "TURNSTREAM_KAFKA_SASL_MECHANISM",
+    "sasl_username": "TURNSTREAM_KAFKA_SASL_USERNAME",
+    "ssl_cafile": "TURNSTREAM_KAFKA_SSL_CAFILE",
+    "ssl_certfile": "TURNSTREAM_KAFKA_SSL_CERTFILE",
+    "ssl_keyfile": "TURNSTREAM_KAFKA_SSL_KEYFILE",
+}
+"""Setting name to environment variable (flags use the same names, dashed)."""
+
+SECRET_ENV = {
+    "model_api_key": "TURNSTREAM_MODEL_API_KEY",
+    "sasl_password": "TURNSTREAM_KAFKA_SASL_PASSWORD",
+    "ssl_key_password": "TURNSTREAM_KAFKA_SSL_KEY_PASSWORD",
+}
+"""Secrets: environment only."""
+
+_MIN_SESSION_TIMEOUT_MS = 6000  # the broker's default group.min.session.timeout.ms
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActorSettings:
+    """Everything the loop-actor service is configured with.
+
+    Attributes:
+        bootstrap: Kafka bootstrap servers.
+        group_id: the consumer group (shared by every actor process).
+        topic_prefix: prefix of every topic name (isolated topic sets).
+        topic_suffix: suffix of every topic name.
+        model: ``demo``, ``openai:NAME`` or ``anthropic:NAME``.
+        model_base_url: the model API root (provider default if unset).
+        model_api_key: the model credential (environment only).
+        chunk_delay: seconds between the demo model's chunks.
+        tools: the tool set: ``demo`` or ``none``.
+        system_prompt: sent with every model request.
+        txn_prefix: prefix of the transactional ids.
+        session_timeout_ms: consumer-group session timeout.
+        request_timeout: seconds per Kafka call.
+        commit_deadline: seconds a commit may retry before it fails.
+        schema_dir: the Avro schema directory (the checkout's by default).
+        log_level: the root log level.
+        security: Kafka security settings for every client.
+    """
+
+    bootstrap: str
+    group_id: str = "turnstream-loop-actor"
+    topic_prefix: str = ""
+    topic_suffix: str = ""
+    model: str = "demo"
+    model_base_url: str | None = None
+    model_api_key: Secret | None = None
+    chunk_delay: float = 0.0
+    tools: str = "demo"
+    system_prompt: str = ""
+    txn_prefix: str = "turnstream"
+    session_timeout_ms: int = 10_000
+    request_timeout: float = 15.0
+    commit_deadline: float = 30.0
+    schema_dir: Path | None = None
+    log_level: str = "INFO"
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
+
+    def __post_init__(self) -> None:
+        if not self.group_id.strip():
+            raise ConfigError("group_id", "must not be blank")
+        if self.tools not in TOOL_SETS:
+            raise ConfigError("tools", f"expected one of {', '.join(TOOL_SETS)}")
+        if self.session_timeout_ms < _MIN_SESSION_TIMEOUT_MS:
+            raise ConfigError(
+                "session_timeout_ms",
+                f"must be at least {_MIN_SESSION_TIMEOUT_MS} (the broker's minimum)",
+            )
+        for name in ("chunk_delay", "request_timeout", "commit_deadline"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(name, "must be a finite number >= 0")
+        if self.request_timeout <= 0 or self.commit_deadline <= 0:
+            raise ConfigError("timeouts", "must be positive")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m turnstream.loop_actor",
+        description="Run turnstream loop actors on Kafka (several side by side).",
+    )
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
+    for name, variable in ENV.items():
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", dest=name, help=f"(env {variable})"
+        )
+    return parser
+
+
+def _setting(
+    name: str, flags: Mapping[str, str | None], env: Mapping[str, str]
+) -> str | None:
+    # The flag wins over the variable; blank counts as unset.
+    flag = flags.get(name)
+    value = flag if flag is not None else env.get(ENV[name])
+    return value.strip() if value is not None and value.strip() else None
+
+
+def _secret(name: str, env: Mapping[str, str]) -> Secret | None:
+    value = env.get(SECRET_ENV[name], "")
+    return Secret(value) if value else None
+
+
+def parse_security(
+    flags: Mapping[str, str | None], env: Mapping[str, str]
+) -> KafkaSecurity:
+    """Kafka security settings: each from its flag, else its variable.
+
+    Args:
+        flags: flag values by setting name (``security_protocol``,
+            ``sasl_mechanism``, ``sasl_username``, ``ssl_cafile``, ``ssl_certfile``,
+            ``ssl_keyfile``); a missing or ``None`` entry means not given.
+        env: the environment (``TURNSTREAM_KAFKA_*``; the SASL and TLS key
+            passwords are read from here only).
+
+    Raises:
+        ConfigError: an unknown protocol or mechanism, or an incomplete or
+            inconsistent combination (the message names the setting, never a
+            secret's value).
+    """
+
+    def get(name: str) -> str | None:
+        return _setting(name, flags, env)
+
+    def path(name: str) -> Path | None:
+        raw = get(name)
+        return Path(raw) if raw else None
+
+    protocol = get("security_protocol")
+    mechanism = get("sasl_mechanism")
+    try:
+        protocol_value = (
+            SecurityProtocol(protocol.upper())
+            if protocol
+            else SecurityProtocol.PLAINTEXT
+        )
+        mechanism_value = SaslMechanism(mechanism.upper()) if mechanism else None
+    except ValueError as exc:
+        raise ConfigError("security", f"unknown protocol or mechanism: {exc}") from None
+    return KafkaSecurity(
+        protocol=protocol_value,
+        sasl_mechanism=mechanism_value,
+        sasl_username=get("sasl_username"),
+        sasl_password=_secret("sasl_password", env),
+        ssl_cafile=path("ssl_cafile"),
+        ssl_certfile=path("ssl_certfile"),
+        ssl_keyfile=path("ssl_keyfile"),
+        ssl_key_password=_secret("ssl_key_password", env),
+    )
+
+
+def parse_settings(argv: Sequence[str], env: Mapping[str, str]) -> ActorSettings:
+    """Read the settings from command-line flags, then the environment.
+
+    Raises:
+        ConfigError: an invalid or inconsistent setting (the message names it;
+            never a secret's value).
+    """
+    try:
+        args = vars(_parser().parse_args(list(argv)))
+    except SystemExit as exc:  # argparse exits on bad flags and on --help
+        if exc.code == 0:
+            raise
+        raise ConfigError("arguments", "invalid command-line flags") from None
+
+    def get(name: str) -> str | None:
+        return _setting(name, args, env)
+
+    def number(name: str, kind: type[int] | type[float]) -> dict[str, int | float]:
+        raw = get(name)
+        if raw is None:
+            return {}
+        try:
+            return {name: kind(raw)}
+        except ValueError:
+            raise ConfigError(name, f"{raw!r} is not a number") from None
+
+    def path(name: str) -> Path | None:
+        raw = get(name)
+        return Path(raw) if raw else None
+
+    security = parse_security(args, env)
+    kwargs: dict[str, Any] = {
+        name: value
+        for name in (
+            "group_id",
+            "topic_prefix",
+            "topic_suffix",
+            "model",
+            "model_base_url",
+            "tools",
+            "system_prompt",
+            "txn_prefix",
+            "log_level",
+        )
+        if (value := get(name)) is not None
+    }
+    kwargs.update(number("chunk_delay", float))
+    kwargs.update(number("session_timeout_ms", int))
+    kwargs.update(number("request_timeout", float))
+    kwargs.update(number("commit_deadline", float))
+    return ActorSettings(
+        bootstrap=resolve_bootstrap(args.get("bootstrap"), env),
+        model_api_key=_secret("model_api_key", env),
+        schema_dir=path("schema_dir"),
+        security=security,
+        **kwargs,
+    )

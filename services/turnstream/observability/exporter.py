@@ -1,0 +1,261 @@
+"""The loop-actor service's counters, exported in the Prometheus format.
+
+Owns :class:`MetricsSource` and :class:`HistogramSource` (the structural shape
+of the counters the service keeps, e.g. ``turnstream.kafka.metrics.
+ServiceMetrics``), :class:`ServiceCollector`, which reads such a source at every
+scrape (nothing is copied or double-counted between scrapes), and
+:func:`service_registry`, a private :class:`~prometheus_client.CollectorRegistry`
+holding one collector (so several services in one process never clash on the
+global registry).
+
+Adapters layer: imports prometheus-client and the stdlib; must not import
+aiokafka or any other turnstream package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Final, Protocol
+
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+__all__ = [
+    "PREFIX",
+    "HistogramSource",
+    "MetricsSource",
+    "ServiceCollector",
+    "service_registry",
+]
+
+PREFIX: Final = "turnstream"
+
+
+class HistogramSource(Protocol):
+    """A cumulative histogram of seconds."""
+
+    @property
+    def total(self) -> float:
+        """The sum of all observations."""
+        ...
+
+    @property
+    def count(self) -> int:
+        """The number of observations."""
+        ...
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """``(upper bound, observations <= bound)`` pairs ending with ``inf``."""
+        ...
+
+
+class MetricsSource(Protocol):
+    """The loop-actor service's counters, read at scrape time."""
+
+    @property
+    def ready(self) -> bool:
+        """Partitions assigned and every owned loop restored."""
+        ...
+
+    @property
+    def partitions(self) -> set[int]:
+        """Commands partitions owned."""
+        ...
+
+    @property
+    def live_loops(self) -> int:
+        """Loops with a running actor."""
+        ...
+
+    @property
+    def turns_started(self) -> int:
+        """``TurnStarted`` events committed."""
+        ...
+
+    @property
+    def steps_committed(self) -> int:
+        """``StepDone`` events committed."""
+        ...
+
+    @property
+    def terminals(self) -> Mapping[str, int]:
+        """Committed terminals by type name."""
+        ...
+
+    @property
+    def commits(self) -> int:
+        """Transactions committed."""
+        ...
+
+    @property
+    def commit_retries(self) -> int:
+        """Transactions aborted and retried."""
+        ...
+
+    @property
+    def commit_failures(self) -> int:
+        """Commits that finally failed."""
+        ...
+
+    @property
+    def commit_latency(self) -> HistogramSource:
+        """Seconds from an append request to its commit."""
+        ...
+
+    @property
+    def commands(self) -> Mapping[str, int]:
+        """Commands read, by type name."""
+        ...
+
+    @property
+    def duplicates(self) -> int:
+        """Redelivered commands skipped."""
+        ...
+
+    @property
+    def dead_letters(self) -> int:
+        """Undecodable commands sent to the dead-letter topic."""
+        ...
+
+    @property
+    def deltas_sent(self) -> int:
+        """Live events handed to the deltas producer."""
+        ...
+
+    @property
+    def deltas_dropped(self) -> int:
+        """Live events dropped."""
+        ...
+
+    @property
+    def fenced(self) -> int:
+        """Partitions lost to a newer producer."""
+        ...
+
+    @property
+    def restores(self) -> Mapping[str, int]:
+        """Loops restored, by how."""
+        ...
+
+    @property
+    def consumer_lag(self) -> Mapping[int, int]:
+        """Per commands partition, end offset minus position."""
+        ...
+
+
+def _counter(
+    name: str, documentation: str, value: float, labels: Sequence[str] = ()
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels)
+    if not labels:
+        family.add_metric([], value)
+    return family
+
+
+def _by_label(
+    name: str, documentation: str, label: str, values: Mapping[str, int]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(f"{PREFIX}_{name}", documentation, labels=[label])
+    for key, value in sorted(values.items()):
+        family.add_metric([key], value)
+    return family
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{PREFIX}_{name}", documentation, value=value)
+
+
+def _bound(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+class ServiceCollector(Collector):
+    """Reads a :class:`MetricsSource` on every scrape."""
+
+    def __init__(self, source: MetricsSource) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield every metric family with the source's current values."""
+        s = self._source
+        yield _gauge("ready", "1 once partitions are assigned and restored.", s.ready)
+        yield _gauge(
+            "partitions_owned", "Commands partitions owned.", len(s.partitions)
+        )
+        yield _gauge("live_loops", "Loops with a running actor.", s.live_loops)
+        yield _counter(
+            "turns_started", "TurnStarted events committed.", s.turns_started
+        )
+        yield _counter("steps", "StepDone events committed.", s.steps_committed)
+        yield _by_label(
+            "turn_terminals",
+            "Turn terminals committed, by kind.",
+            "kind",
+            s.terminals,
+        )
+        yield _counter("commits", "Journal transactions committed.", s.commits)
+        yield _counter(
+            "commit_retries", "Transactions aborted and retried.", s.commit_retries
+        )
+        yield _counter(
+            "commit_failures", "Commits that finally failed.", s.commit_failures
+        )
+        yield self._latency(s.commit_latency)
+        yield _by_label("commands", "Commands read, by type.", "type", s.commands)
+        yield _counter(
+            "duplicate_commands", "Redelivered commands skipped.", s.duplicates
+        )
+        yield _counter(
+            "dead_letters", "Undecodable commands dead-lettered.", s.dead_letters
+        )
+        yield _counter("deltas_sent", "Live events produced.", s.deltas_sent)
+        yield _counter(
+            "delta_drops",
+            "Live events dropped (buffer full or send failed).",
+            s.deltas_dropped,
+        )
+        yield _counter("fenced", "Partitions lost to a newer producer.", s.fenced)
+        yield _by_label("restores", "Loops restored, by how.", "how", s.restores)
+        yield self._lag(s.consumer_lag)
+
+    @staticmethod
+    def _latency(histogram: HistogramSource) -> HistogramMetricFamily:
+        return HistogramMetricFamily(
+            f"{PREFIX}_commit_latency_seconds",
+            "Seconds from a journal append request to its commit.",
+            buckets=[(_bound(b), n) for b, n in histogram.cumulative()],
+            sum_value=histogram.total,
+        )
+
+    @staticmethod
+    def _lag(lag: Mapping[int, int]) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(
+            f"{PREFIX}_consumer_lag",
+            "Commands not yet read, per commands partition.",
+            labels=["partition"],
+        )
+        for partition, value in sorted(lag.items()):
+            family.add_metric([str(partition)], value)
+        return family
+
+
+def service_registry(
+    source: MetricsSource, *, process: bool = True
+) -> CollectorRegistry:
+    """A fresh registry exporting ``source`` (and nothing global).
+
+    Args:
+        source: the service's counters.
+        process: also export the process's CPU, memory and file descriptors.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector(source))
+    if process:
+        ProcessCollector(registry=registry)
+    return registry

@@ -1,0 +1,132 @@
+"""The loop runtime: pure asyncio and ports; no Kafka, no Avro, no HTTP.
+
+Table of contents (one module per thing it owns):
+
+- ``ports`` -- the protocols the runtime is written against: ``Journal``,
+  ``LiveHub``/``EventSource``, ``Clock``, ``IdSource``, ``Tool`` (+ traits),
+  ``AccessPolicy``; ``model`` -- the ``ModelClient`` port;
+- ``config`` -- ``LoopConfig``, ``ToolLimits``;
+- ``actor`` -- ``LoopActor``: the single owner and writer of one loop;
+  ``mailbox`` (its lanes and messages), ``supervision`` (its turn tasks),
+  ``inbox`` (queued input), ``gates`` (open approval gates);
+- ``turn`` / ``step`` / ``tools`` -- a turn's steps, one model call, one tool
+  batch; ``handshake`` -- what a turn may ask of its actor; ``accumulate`` --
+  chunks into one message; ``schema`` -- structured-output checks;
+- ``hooks`` -- Around/Guard hooks; ``stamping`` -- event headers and ids;
+- ``subscription`` -- ``EventFilter`` and the bounded ``Subscription``;
+- ``fold`` / ``restore`` -- journal to state, and restore;
+- ``session`` -- the ``Session`` protocol; ``local_session`` -- the embedded
+  ``LocalSession``;
+- ``machine`` -- the loop's state and transitions; ``writer`` -- the durable-
+  then-live write path; ``turn_handle`` -- the actor's handle on its turn.
+
+The runtime never imports ``turnstream.wire``, ``turnstream.kafka``,
+``turnstream.memory`` or ``turnstream.testing``: adapters depend on it, not the
+reverse.
+"""
+
+from turnstream.runtime.accumulate import INTERRUPTED_NOTICE, TRUNCATED_NOTICE
+from turnstream.runtime.actor import LoopActor, LoopStatus
+from turnstream.runtime.config import LoopConfig, ToolLimits
+from turnstream.runtime.errors import CommitError, LoopClosedError, RestoreError
+from turnstream.runtime.fold import fold_loop
+from turnstream.runtime.gates import GateAnswer
+from turnstream.runtime.hooks import (
+    Around,
+    Denial,
+    Guard,
+    HookCall,
+    HookResult,
+    HookRunner,
+    HookSet,
+    Operation,
+    Outcome,
+    compile_hooks,
+    deny,
+)
+from turnstream.runtime.local_session import LocalSession
+from turnstream.runtime.model import (
+    ModelClient,
+    ModelEvent,
+    ModelRequest,
+    StreamEnd,
+    ToolSpec,
+)
+from turnstream.runtime.ports import (
+    AccessPolicy,
+    AccessRequest,
+    ApprovalTool,
+    AuditableTool,
+    Clock,
+    EventSource,
+    IdSource,
+    Journal,
+    LiveHub,
+    RandomIds,
+    Recovery,
+    SequentialTool,
+    SubscribableHub,
+    SystemClock,
+    Tool,
+    ToolContext,
+    ToolOutput,
+)
+from turnstream.runtime.restore import restore_loop
+from turnstream.runtime.session import Content, LoopSetup, Session, as_message
+from turnstream.runtime.subscription import EventFilter, LoopScope, Subscription
+
+__all__ = [
+    "INTERRUPTED_NOTICE",
+    "TRUNCATED_NOTICE",
+    "AccessPolicy",
+    "AccessRequest",
+    "ApprovalTool",
+    "Around",
+    "AuditableTool",
+    "Clock",
+    "CommitError",
+    "Content",
+    "Denial",
+    "EventFilter",
+    "EventSource",
+    "GateAnswer",
+    "Guard",
+    "HookCall",
+    "HookResult",
+    "HookRunner",
+    "HookSet",
+    "IdSource",
+    "Journal",
+    "LiveHub",
+    "LocalSession",
+    "LoopActor",
+    "LoopClosedError",
+    "LoopConfig",
+    "LoopScope",
+    "LoopSetup",
+    "LoopStatus",
+    "ModelClient",
+    "ModelEvent",
+    "ModelRequest",
+    "Operation",
+    "Outcome",
+    "RandomIds",
+    "Recovery",
+    "RestoreError",
+    "SequentialTool",
+    "Session",
+    "StreamEnd",
+    "SubscribableHub",
+    "Subscription",
+    "SystemClock",
+    "Tool",
+    "ToolContext",
+    "ToolLimits",
+    "ToolOutput",
+    "ToolSpec",
+    "as_message",
+    "compile_hooks",
+    "deny",
+    "fold_loop",
+    "restore_loop",
+]

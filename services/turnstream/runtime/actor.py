@@ -1,0 +1,351 @@
+"""The loop actor: the one task that owns and writes one loop.
+
+Owns :class:`LoopActor`: the actor task (:meth:`LoopActor.run`), its
+:class:`~turnstream.runtime.mailbox.Mailbox`, and the public surface other
+tasks use to reach it. Every method of that surface only enqueues a message
+(and perhaps awaits its reply); the state itself lives in the actor's
+:class:`~turnstream.runtime.machine.LoopMachine`, which only this task drives,
+one message at a time -- no locks, no shared state.
+
+Guarantees (contract §4.10): durable before live; exactly one terminal per
+turn; the actor survives any exception in a turn and is never pinned by a turn
+that ignores cancellation (``drain_timeout``); every admitted input resolves
+exactly once; ``LoopIdle`` only when the loop parks, never between chained
+turns and never on shutdown. Imports runtime modules and value types; never an
+adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TypeVar, assert_never
+
+from turnstream.commands import Interrupt, RespondGate, Retract, Shutdown, SubmitInput
+from turnstream.events import RejectReason
+from turnstream.ids import CommandId, LoopId, SessionId
+from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.errors import LoopClosedError, RestoreError
+from turnstream.runtime.gates import GateAnswer
+from turnstream.runtime.hooks import HookRunner
+from turnstream.runtime.machine import LoopMachine, LoopStatus
+from turnstream.runtime.mailbox import (
+    ActorMessage,
+    CommitRequest,
+    DrainExpired,
+    DrainRequest,
+    GateRequest,
+    IdleWaiter,
+    InterruptRequest,
+    Mailbox,
+    OpenGateRequest,
+    ShutdownRequest,
+    StateQuery,
+    TurnEnded,
+)
+from turnstream.runtime.model import ModelClient
+from turnstream.runtime.ports import (
+    AccessPolicy,
+    Clock,
+    IdSource,
+    Journal,
+    LiveHub,
+    RandomIds,
+    SystemClock,
+)
+from turnstream.runtime.stamping import EventFactory
+from turnstream.runtime.writer import LoopWriter
+from turnstream.state import LoopState
+
+__all__ = ["LoopActor", "LoopStatus"]
+
+T = TypeVar("T")
+Command = SubmitInput | Retract | RespondGate | Interrupt | Shutdown
+
+
+def _settle(future: asyncio.Future[T], value: T) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+class LoopActor:
+    """One loop: create it, run :meth:`run` as a task, talk to it by message.
+
+    :meth:`post` is fire-and-forget (the path a Kafka consumer uses); the
+    awaiting helpers (:meth:`interrupt`, :meth:`shutdown`, :meth:`respond_gate`,
+    :meth:`wait_idle`, :meth:`state`) send a message and await its reply. A new
+    loop announces itself with ``LoopStarted``; a restored one
+    (:meth:`from_state`) does not.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: SessionId,
+        loop_id: LoopId,
+        config: LoopConfig,
+        model: ModelClient,
+        journal: Journal,
+        hub: LiveHub,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        hooks: HookRunner | None = None,
+        access_policy: AccessPolicy | None = None,
+        state: LoopState | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.loop_id = loop_id
+        self.config = config
+        factory = EventFactory(
+            session_id=session_id,
+            loop_id=loop_id,
+            clock=clock or SystemClock(),
+            ids=ids or RandomIds(),
+            agent_name=config.agent_name,
+        )
+        self._writer = LoopWriter(
+            loop_id=loop_id,
+            factory=factory,
+            journal=journal,
+            hub=hub,
+            commit_timeout=config.commit_timeout,
+        )
+        self._mail: Mailbox[ActorMessage] = Mailbox()
+        self._machine = LoopMachine(
+            session_id=session_id,
+            loop_id=loop_id,
+            config=config,
+            model=model,
+            writer=self._writer,
+            mailbox=self._mail,
+            hooks=hooks or HookRunner(),
+            access_policy=access_policy,
+            state=state,
+        )
+        self._announce = state is None
+        self._shutdown_waiters: list[asyncio.Future[None]] = []
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        self._ready = asyncio.Event()
+        self._start_failed = False
+        self._stopped = asyncio.Event()
+
+    @classmethod
+    def from_state(
+        cls,
+        state: LoopState,
+        *,
+        config: LoopConfig,
+        model: ModelClient,
+        journal: Journal,
+        hub: LiveHub,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        hooks: HookRunner | None = None,
+        access_policy: AccessPolicy | None = None,
+    ) -> LoopActor:
+        """A restored loop: idle, seeded from ``state``, announcing nothing.
+
+        Raises:
+            RestoreError: ``state`` still has an open turn (close it first).
+        """
+        if state.open_turn is not None:
+            raise RestoreError("open_turn")
+        return cls(
+            session_id=SessionId(state.session_id),
+            loop_id=LoopId(state.loop_id),
+            config=config,
+            model=model,
+            journal=journal,
+            hub=hub,
+            clock=clock,
+            ids=ids,
+            hooks=hooks,
+            access_policy=access_policy,
+            state=state,
+        )
+
+    # ------------------------------------------------------------------
+    # The public surface: every method only enqueues or awaits a reply
+    # ------------------------------------------------------------------
+
+    @property
+    def status(self) -> LoopStatus:
+        """The loop's status (informational; it may change at any await)."""
+        return self._machine.status
+
+    def post(self, command: Command) -> None:
+        """Send a command without waiting (Interrupt/Shutdown: priority lane).
+
+        Raises:
+            LoopClosedError: the actor has stopped.
+        """
+        match command:
+            case Interrupt() | Shutdown():
+                accepted = self._mail.put_priority(command)
+            case SubmitInput() | Retract() | RespondGate():
+                accepted = self._mail.put(command)
+            case _:
+                assert_never(command)
+        if not accepted:
+            raise LoopClosedError
+
+    async def _ask(
+        self, message: ActorMessage, reply: asyncio.Future[T], *, priority: bool
+    ) -> T:
+        put = self._mail.put_priority if priority else self._mail.put
+        if not put(message):
+            raise LoopClosedError
+        return await reply
+
+    async def interrupt(self, command: Interrupt) -> bool:
+        """Cancel the running turn; ``True`` iff a turn was cancelled."""
+        reply: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        return await self._ask(InterruptRequest(command, reply), reply, priority=True)
+
+    async def shutdown(self, command: Shutdown) -> None:
+        """Stop the loop (quietly: no LoopIdle); return once it has stopped."""
+        reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        try:
+            await self._ask(ShutdownRequest(command, reply), reply, priority=True)
+        except LoopClosedError:
+            return  # already stopped: shutdown is idempotent
+
+    async def respond_gate(self, command: RespondGate) -> GateAnswer:
+        """Answer a gate and learn what became of the answer."""
+        reply: asyncio.Future[GateAnswer] = asyncio.get_running_loop().create_future()
+        return await self._ask(GateRequest(command, reply), reply, priority=False)
+
+    async def wait_idle(self) -> None:
+        """Return once every earlier command is handled and the loop is parked."""
+        reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        try:
+            await self._ask(IdleWaiter(reply), reply, priority=False)
+        except LoopClosedError:
+            return
+
+    async def state(self) -> LoopState:
+        """A snapshot of the committed state, after every earlier command."""
+        reply: asyncio.Future[LoopState] = asyncio.get_running_loop().create_future()
+        return await self._ask(StateQuery(reply), reply, priority=False)
+
+    async def started(self) -> bool:
+        """Wait until the loop serves commands; ``False`` if it could not start."""
+        await self._ready.wait()
+        return not self._start_failed
+
+    async def stopped(self) -> None:
+        """Wait until :meth:`run` has finished its work."""
+        await self._stopped.wait()
+
+    # ------------------------------------------------------------------
+    # The actor task
+    # ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the mailbox until shutdown, then settle whatever is left."""
+        machine = self._machine
+        try:
+            if self._announce and not await self._writer.announce(self.config):
+                self._start_failed = True
+                machine.status = LoopStatus.STOPPED
+            self._ready.set()
+            while machine.status is not LoopStatus.STOPPED:
+                await self._handle(await self._mail.get())
+                self._wake_waiters()
+        except asyncio.CancelledError:
+            self._mail.close()
+            machine.tasks.cancel_all()
+            self._release_everyone()
+            self._stopped.set()
+            raise
+        finally:
+            self._mail.close()
+            self._ready.set()
+        try:
+            await self._settle_leftovers()
+            await machine.tasks.aclose(self.config.drain_timeout)
+        finally:
+            self._stopped.set()
+
+    async def _handle(self, message: ActorMessage) -> None:  # noqa: PLR0912 - one dispatch table
+        machine = self._machine
+        match message:
+            case SubmitInput():
+                await machine.on_submit(message)
+            case Retract():
+                await machine.on_retract(message)
+            case RespondGate():
+                await machine.on_answer(message)
+            case Interrupt():
+                machine.on_interrupt()
+            case Shutdown():
+                await machine.on_shutdown()
+            case InterruptRequest():
+                _settle(message.reply, machine.on_interrupt())
+            case ShutdownRequest():
+                self._shutdown_waiters.append(message.reply)
+                await machine.on_shutdown()
+            case GateRequest():
+                _settle(message.reply, await machine.on_answer(message.command))
+            case IdleWaiter():
+                self._idle_waiters.append(message.reply)
+            case StateQuery():
+                _settle(message.reply, machine.snapshot())
+            case CommitRequest():
+                await machine.on_commit(message)
+            case DrainRequest():
+                machine.on_drain(message)
+            case OpenGateRequest():
+                await machine.on_open_gate(message)
+            case TurnEnded():
+                await machine.on_turn_ended(message)
+            case DrainExpired():
+                await machine.on_drain_expired(message)
+            case _:
+                assert_never(message)
+
+    def _wake_waiters(self) -> None:
+        machine = self._machine
+        stopped = machine.status is LoopStatus.STOPPED
+        if stopped:
+            for waiter in self._shutdown_waiters:
+                _settle(waiter, None)
+            self._shutdown_waiters.clear()
+        if stopped or machine.parked:
+            for waiter in self._idle_waiters:
+                _settle(waiter, None)
+            self._idle_waiters.clear()
+
+    async def _settle_leftovers(self) -> None:
+        """After the stop: answer whatever is still in the mailbox."""
+        machine = self._machine
+        for message in self._mail.take_all():
+            match message:
+                case SubmitInput():
+                    command_id = CommandId(message.command_id)
+                    if command_id not in machine.seen:
+                        machine.seen.add(command_id)
+                        await self._writer.reject(
+                            command_id, RejectReason.SHUTTING_DOWN
+                        )
+                case InterruptRequest() | CommitRequest():
+                    _settle(message.reply, False)
+                case DrainRequest():
+                    _settle(message.reply, None)
+                case OpenGateRequest():
+                    _settle(message.answer, None)
+                case GateRequest():
+                    _settle(message.reply, GateAnswer.NOT_FOUND)
+                case StateQuery():
+                    _settle(message.reply, machine.snapshot())
+                case ShutdownRequest() | IdleWaiter():
+                    _settle(message.reply, None)
+                case _:
+                    pass  # commands without a reply, hand-offs of finished turns
+        self._release_everyone()
+
+    def _release_everyone(self) -> None:
+        for waiter in (*self._shutdown_waiters, *self._idle_waiters):
+            _settle(waiter, None)
+        self._shutdown_waiters.clear()
+        self._idle_waiters.clear()
+        self._machine.abandon_gates()

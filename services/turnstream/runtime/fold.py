@@ -1,0 +1,141 @@
+"""Folding a loop's journal into its state (contract §8.2 fold table).
+
+Owns :func:`fold_loop`, a pure function from committed events (and an
+optional earlier snapshot) to :class:`~turnstream.state.LoopState`:
+
+=================================  ==========================================
+``LoopStarted``                    agent name and model
+``TurnStarted``                    turn index + 1, append its message, open turn
+``StepDone``                       append its messages
+``TurnFoldedInto``                 append its message
+``TurnDone``/``Failed``/``Int…``   close the open turn (adds nothing)
+every other event                  no effect on history
+=================================  ==========================================
+
+Every Reply event also records its command id in the bounded window of
+recently resolved commands, so a redelivered command is recognised. The Kafka
+adapter uses the same function to write its state snapshots. Imports only
+value types and runtime errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import assert_never
+from uuid import UUID
+
+from turnstream.content import Conversation
+from turnstream.events import (
+    EnduringEvent,
+    GateOpened,
+    GateResolved,
+    InputCancelled,
+    LoopIdle,
+    LoopStarted,
+    PermissionDecided,
+    PermissionRequested,
+    StepDone,
+    TurnDone,
+    TurnFailed,
+    TurnFoldedInto,
+    TurnInterrupted,
+    TurnRejected,
+    TurnStarted,
+)
+from turnstream.runtime.errors import RestoreError
+from turnstream.runtime.inbox import SEEN_WINDOW
+from turnstream.state import LoopState, OpenTurn
+
+__all__ = ["fold_loop"]
+
+
+def fold_loop(
+    events: Iterable[EnduringEvent], base: LoopState | None = None
+) -> LoopState:
+    """Fold ``events`` (in commit order) onto ``base``.
+
+    Raises:
+        RestoreError: ``empty_journal`` with no base and no events, or
+            ``loop_mismatch`` when an event belongs to another loop.
+    """
+    events = list(events)
+    if base is None:
+        if not events:
+            raise RestoreError("empty_journal")
+        first = events[0].header
+        if first.session_id is None or first.loop_id is None:
+            raise RestoreError("loop_mismatch")
+        base = LoopState(session_id=first.session_id, loop_id=first.loop_id)
+    fold = _Fold(
+        agent_name=base.agent_name,
+        model=base.model,
+        turn_index=base.turn_index,
+        open_turn=base.open_turn,
+        messages=list(base.messages),
+        recent=list(base.recent_command_ids),
+        updated_at=base.updated_at,
+    )
+    for event in events:
+        if event.header.loop_id != base.loop_id:
+            raise RestoreError("loop_mismatch")
+        fold.apply(event)
+    return base.model_copy(
+        update={
+            "agent_name": fold.agent_name,
+            "model": fold.model,
+            "turn_index": fold.turn_index,
+            "messages": tuple(fold.messages),
+            "open_turn": fold.open_turn,
+            "recent_command_ids": tuple(dict.fromkeys(fold.recent))[-SEEN_WINDOW:],
+            "updated_at": fold.updated_at,
+        }
+    )
+
+
+@dataclass(slots=True, kw_only=True)
+class _Fold:
+    agent_name: str
+    model: str
+    turn_index: int
+    open_turn: OpenTurn | None
+    messages: list[Conversation]
+    recent: list[UUID]
+    updated_at: datetime | None
+
+    def apply(self, event: EnduringEvent) -> None:
+        if event.header.created_at is not None:
+            self.updated_at = event.header.created_at
+        replied = event.reply_to()
+        if replied is not None:
+            self.recent.append(replied)
+        match event:
+            case LoopStarted():
+                self.agent_name = event.header.agent_name
+                self.model = event.model
+            case TurnStarted():
+                self.turn_index += 1
+                self.messages.append(event.message)
+                if event.header.turn_id is not None:
+                    self.open_turn = OpenTurn(
+                        turn_id=event.header.turn_id, turn_index=event.turn_index
+                    )
+            case StepDone():
+                self.messages.extend(event.messages)
+            case TurnFoldedInto():
+                self.messages.append(event.message)
+            case TurnDone() | TurnFailed() | TurnInterrupted():
+                self.open_turn = None
+            case (
+                LoopIdle()
+                | TurnRejected()
+                | InputCancelled()
+                | PermissionDecided()
+                | PermissionRequested()
+                | GateOpened()
+                | GateResolved()
+            ):
+                pass
+            case _:
+                assert_never(event)

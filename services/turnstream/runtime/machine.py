@@ -1,0 +1,441 @@
+"""A loop's state and how each message changes it (contract §4).
+
+Owns :class:`LoopMachine`: the mutable state of one loop -- status, turn
+index, committed history, inbox and draining entries, open gates, the running
+turn -- and the handler of every domain message: admission (§4.2), turn start
+in strict order (§4.3), the turn's hand-offs (commit, drain, gates; §4.4,
+§4.7, §4.9), interrupt / shutdown / drain timeout (§4.8), and terminal
+handling with queue resolution (§4.6). Only the loop's actor task calls it, one
+message at a time, so nothing here needs a lock. Every state change follows a
+committed :class:`~turnstream.runtime.writer.LoopWriter` commit, never precedes
+it. Imports the turn modules, ports and value types; never an adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from enum import StrEnum
+from typing import TypeVar
+
+from turnstream.commands import RespondGate, Retract, SubmitInput
+from turnstream.content import Conversation
+from turnstream.events import (
+    CancelReason,
+    Cause,
+    RejectReason,
+    TurnStarted,
+)
+from turnstream.ids import CommandId, GateId, LoopId, SessionId, TurnId
+from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.gates import (
+    GateAnswer,
+    GateTable,
+    abandon_gates,
+    answer_gate,
+    open_gate,
+)
+from turnstream.runtime.handshake import (
+    Completed,
+    Failed,
+    Interrupted,
+    TurnOutcome,
+    TurnSpec,
+)
+from turnstream.runtime.hooks import HookCall, HookRunner, Operation, Outcome, Started
+from turnstream.runtime.inbox import Inbox, QueuedInput, SeenCommands, input_problem
+from turnstream.runtime.mailbox import (
+    ActorMessage,
+    CommitRequest,
+    DrainExpired,
+    DrainRequest,
+    Mailbox,
+    OpenGateRequest,
+    TurnEnded,
+)
+from turnstream.runtime.model import ModelClient
+from turnstream.runtime.ports import AccessPolicy
+from turnstream.runtime.supervision import TurnTasks
+from turnstream.runtime.turn_handle import ActiveTurn, hook_outcome, launch_turn
+from turnstream.runtime.writer import LoopWriter
+from turnstream.state import LoopState, OpenTurn
+
+__all__ = ["LoopMachine", "LoopStatus"]
+
+_log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class LoopStatus(StrEnum):
+    """Where the loop is in its life."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    SHUTTING_DOWN = "shutting_down"
+    STOPPED = "stopped"
+
+
+class LoopMachine:
+    """The state of one loop and its transitions (driven by the actor only)."""
+
+    def __init__(
+        self,
+        *,
+        session_id: SessionId,
+        loop_id: LoopId,
+        config: LoopConfig,
+        model: ModelClient,
+        writer: LoopWriter,
+        mailbox: Mailbox[ActorMessage],
+        hooks: HookRunner,
+        access_policy: AccessPolicy | None,
+        state: LoopState | None,
+    ) -> None:
+        self.session_id = session_id
+        self.loop_id = loop_id
+        self.config = config
+        self._model = model
+        self._writer = writer
+        self._factory = writer.factory
+        self._mail = mailbox
+        self._hooks = hooks
+        self._access_policy = access_policy
+        self.status = LoopStatus.IDLE
+        self._turn_index = state.turn_index if state else 0
+        self._messages: list[Conversation] = list(state.messages) if state else []
+        self._inbox = Inbox(config.inbox_capacity)
+        recent = state.recent_command_ids if state else ()
+        self.seen = SeenCommands(CommandId(c) for c in recent)
+        self._gates = GateTable()
+        self._active: ActiveTurn | None = None
+        self._generation = 0
+        self.tasks: TurnTasks[TurnOutcome] = TurnTasks()
+
+    @property
+    def parked(self) -> bool:
+        """Idle with no turn: nothing left to start."""
+        return self.status is LoopStatus.IDLE and self._active is None
+
+    def snapshot(self) -> LoopState:
+        """The committed state (history is exactly what the journal holds)."""
+        active = self._active
+        open_turn = (
+            OpenTurn(turn_id=active.turn_id, turn_index=active.turn_index)
+            if active
+            else None
+        )
+        return LoopState(
+            session_id=self.session_id,
+            loop_id=self.loop_id,
+            agent_name=self.config.agent_name,
+            model=self.config.model,
+            turn_index=self._turn_index,
+            messages=tuple(self._messages),
+            open_turn=open_turn,
+            recent_command_ids=self.seen.recent(),
+            updated_at=self._factory.now(),
+        )
+
+    def abandon_gates(self) -> None:
+        """Wake every parked call (the actor is going away)."""
+        for gate in self._gates.close_all():
+            gate.settle(None)
+
+    # ------------------------------------------------------------------
+    # Admission (§4.2) and turn start (§4.3)
+    # ------------------------------------------------------------------
+
+    async def on_submit(self, command: SubmitInput) -> None:
+        """Admit, queue or refuse an input."""
+        command_id = CommandId(command.command_id)
+        if command_id in self.seen:
+            return  # a redelivered command: it was resolved already
+        self.seen.add(command_id)
+        if self.status in (LoopStatus.SHUTTING_DOWN, LoopStatus.STOPPED):
+            await self._writer.reject(command_id, RejectReason.SHUTTING_DOWN)
+            return
+        problem = input_problem(command.message)
+        if problem is not None:
+            await self._writer.reject(command_id, RejectReason.INVALID_INPUT, problem)
+            return
+        entry = QueuedInput(
+            command_id=command_id,
+            agency=command.agency,
+            message=command.message,
+            no_fold=command.no_fold,
+        )
+        if self.status is LoopStatus.IDLE:
+            await self._start_turn(entry)  # no InputQueued for an immediate start
+            return
+        if self._inbox.full:
+            await self._writer.reject(command_id, RejectReason.QUEUE_FULL)
+            return
+        self._inbox.push(replace(entry, queued=True))
+        await self._writer.queued(command_id)
+
+    async def _start_turn(self, entry: QueuedInput) -> bool:
+        """Open a turn for ``entry``; ``False`` (and ``entry`` resolved) if not."""
+        try:
+            turn_id = TurnId(self._factory.new_id())
+        except Exception:  # noqa: BLE001 - fail secure: the input is resolved, never stranded
+            _log.warning("turn id could not be minted")
+            await self._start_failed(entry)
+            return False
+        index = self._turn_index + 1
+        hook = await self._hooks.start(
+            HookCall(
+                operation=Operation.TURN,
+                started_at=self._factory.now(),
+                session_id=self.session_id,
+                loop_id=self.loop_id,
+                turn_id=turn_id,
+                turn_index=index,
+                input=entry.message,
+            )
+        )
+        if hook.blocked is not None:
+            await self._start_failed(entry)  # the hook finishes after the rejection
+            hook.finish(Outcome.DENIED if hook.blocked.denied else Outcome.FAILED)
+            return False
+        history = tuple(self._messages)  # the request base: a copy, never an alias
+        started = TurnStarted(
+            header=self._factory.header(
+                turn_id=turn_id,
+                cause=Cause(command_id=entry.command_id, agency=entry.agency),
+            ),
+            turn_index=index,
+            message=entry.message,
+        )
+
+        def install() -> None:  # durable first: TurnStarted, then history
+            self._turn_index = index
+            self._messages.append(entry.message)
+
+        if not await self._writer.commit([started], apply=install):
+            await self._start_failed(entry)
+            hook.finish(Outcome.FAILED)
+            return False
+        self._launch(turn_id, index, entry, hook, history)
+        return True
+
+    def _launch(
+        self,
+        turn_id: TurnId,
+        index: int,
+        entry: QueuedInput,
+        hook: Started,
+        history: tuple[Conversation, ...],
+    ) -> None:
+        self._generation += 1
+        spec = TurnSpec(
+            session_id=self.session_id,
+            loop_id=self.loop_id,
+            turn_id=turn_id,
+            turn_index=index,
+            message=entry.message,
+            history=history,
+            config=self.config,
+            model=self._model,
+            hooks=self._hooks,
+            access_policy=self._access_policy,
+            factory=self._factory,
+        )
+        self._active = launch_turn(
+            spec,
+            generation=self._generation,
+            hook=hook,
+            mailbox=self._mail,
+            publish=self._writer.publish,
+            tasks=self.tasks,
+        )
+        self.status = LoopStatus.RUNNING
+
+    async def _start_failed(self, entry: QueuedInput) -> None:
+        """Resolve an input whose turn could not start (contract §4.3 step 1)."""
+        if entry.queued:
+            await self._writer.cancel_inputs([entry], CancelReason.TURN_FAILED, None)
+        else:
+            await self._writer.reject(entry.command_id, RejectReason.INTERNAL)
+
+    async def on_retract(self, command: Retract) -> None:
+        """Withdraw a queued input; a silent no-op if it is not queued (§4.8)."""
+        entry = self._inbox.retract(CommandId(command.target_command_id))
+        if entry is not None:
+            await self._writer.cancel_inputs(
+                [entry], CancelReason.CLIENT_RETRACTED, None
+            )
+
+    # ------------------------------------------------------------------
+    # Hand-offs from the running turn (§4.4, §4.7, §4.9)
+    # ------------------------------------------------------------------
+
+    def _current(self, generation: int) -> ActiveTurn | None:
+        """The active turn if ``generation`` is it and it is not being cancelled."""
+        active = self._active
+        if active is None or active.generation != generation or active.cancelling:
+            return None
+        return active
+
+    async def on_commit(self, request: CommitRequest) -> None:
+        """Commit a turn's events; only then grow history (and settle a fold)."""
+        if self._current(request.generation) is None or request.reply.done():
+            _settle(request.reply, False)  # a cancelled turn commits nothing more
+            return
+
+        def apply() -> None:
+            self._messages.extend(request.messages)
+            if request.folded is not None:
+                self._inbox.folded(request.folded)
+
+        _settle(request.reply, await self._writer.commit(request.events, apply=apply))
+
+    def on_drain(self, request: DrainRequest) -> None:
+        """Hand the leading run of foldable input to the turn (§4.7)."""
+        if self._current(request.generation) is None or request.reply.done():
+            _settle(request.reply, None)
+            return
+        _settle(request.reply, self._inbox.drain_foldable())
+
+    async def on_open_gate(self, request: OpenGateRequest) -> None:
+        """Open an approval gate for the running turn's tool call."""
+        active = self._current(request.generation)
+        if active is None or request.answer.done():
+            _settle(request.answer, None)
+            return
+        await open_gate(
+            self._gates,
+            self._writer,
+            generation=active.generation,
+            turn_id=active.turn_id,
+            request=request.request,
+            answer=request.answer,
+        )
+
+    async def on_answer(self, command: RespondGate) -> GateAnswer:
+        """Route a gate answer; stale, unknown or duplicate answers are dropped."""
+        gate_id = GateId(command.gate_id)
+        return await answer_gate(self._gates, self._writer, gate_id, command.action)
+
+    # ------------------------------------------------------------------
+    # Interrupt, shutdown, drain timeout (§4.8)
+    # ------------------------------------------------------------------
+
+    def on_interrupt(self) -> bool:
+        """Cancel the running turn; ``True`` iff this cancelled one."""
+        active = self._active
+        if active is None or active.cancelling:
+            return False
+        active.cancel(self._mail, self.config.drain_timeout)
+        return True
+
+    async def on_shutdown(self) -> None:
+        """Stop: cancel the turn (its terminal finishes the shutdown) or stop now."""
+        if self.status in (LoopStatus.SHUTTING_DOWN, LoopStatus.STOPPED):
+            return  # a second shutdown just waits for the first
+        self.status = LoopStatus.SHUTTING_DOWN
+        active = self._active
+        if active is not None:
+            if not active.cancelling:
+                active.cancel(self._mail, self.config.drain_timeout)
+            return
+        await self._writer.cancel_inputs(
+            self._inbox.take_all(), CancelReason.TURN_INTERRUPTED, None
+        )
+        self.status = LoopStatus.STOPPED
+
+    async def on_drain_expired(self, message: DrainExpired) -> None:
+        """A cancelled turn ignored cancellation: detach it and end it here."""
+        active = self._active
+        if active is None or active.generation != message.generation:
+            return
+        _log.warning("turn ignored cancellation; detached after the drain timeout")
+        await self._end_turn(active, Interrupted())
+
+    # ------------------------------------------------------------------
+    # Terminal handling and queue resolution (§4.6)
+    # ------------------------------------------------------------------
+
+    async def on_turn_ended(self, message: TurnEnded) -> None:
+        """The turn task's outcome (late ones of detached turns are ignored)."""
+        active = self._active
+        if active is None or active.generation != message.generation:
+            return
+        await self._end_turn(active, message.outcome)
+
+    async def _end_turn(self, active: ActiveTurn, outcome: TurnOutcome) -> None:
+        active.close()
+        interrupted = isinstance(outcome, Interrupted)
+        if not isinstance(outcome, Completed) and outcome.truncated is not None:
+            pending = outcome.truncated
+            # An interrupted prefix gets a short grace, detached from the turn.
+            grace = self.config.truncated_commit_grace if interrupted else None
+            await self._writer.commit_step(
+                active.ended,
+                pending,
+                apply=lambda: self._messages.append(pending.message),
+                within=grace,
+            )
+        if self.status is LoopStatus.RUNNING:
+            self.status = LoopStatus.IDLE
+        terminal = self._writer.terminal(active.ended, outcome)
+        terminal_ok = await self._writer.commit([terminal])
+        active.hook.finish(*hook_outcome(outcome))
+        self._active = None
+        # Still-open gates are closed after the terminal (§10.1.17).
+        await abandon_gates(self._gates, self._writer, active.generation)
+        await self._resolve_queue(active, outcome, terminal_ok=terminal_ok)
+
+    async def _resolve_queue(
+        self, active: ActiveTurn, outcome: TurnOutcome, *, terminal_ok: bool
+    ) -> None:
+        interrupted = isinstance(outcome, Interrupted)
+        if self.status is LoopStatus.SHUTTING_DOWN:
+            reason = (
+                CancelReason.TURN_INTERRUPTED
+                if interrupted
+                else CancelReason.TURN_FAILED
+            )
+            await self._writer.cancel_inputs(
+                self._inbox.take_all(), reason, active.ended
+            )
+            self.status = LoopStatus.STOPPED  # quiet: no LoopIdle (§10.1.6)
+            return
+        if not terminal_ok or isinstance(outcome, Failed):
+            await self._writer.cancel_inputs(
+                self._inbox.take_all(), CancelReason.TURN_FAILED, active.ended
+            )
+            await self._writer.park()
+            return
+        if interrupted:
+            returned = self._inbox.keep_user_input()
+            await self._writer.cancel_inputs(
+                returned, CancelReason.TURN_INTERRUPTED, active.ended
+            )
+            await self._writer.park()
+            await self._start_next()  # retained user input starts after LoopIdle
+            return
+        self._inbox.requeue_draining()
+        if not await self._start_next():  # chained: no LoopIdle in between
+            await self._writer.park()
+
+    async def _start_next(self) -> bool:
+        """Start the front entry; ``True`` iff a turn started.
+
+        A failed start returns every other entry too (``turn_failed``), so no
+        input is stranded behind a loop that cannot start turns.
+        """
+        entry = self._inbox.pop()
+        if entry is None:
+            return False
+        if await self._start_turn(entry):
+            return True
+        await self._writer.cancel_inputs(
+            self._inbox.take_all(), CancelReason.TURN_FAILED, None
+        )
+        return False
+
+
+def _settle(future: asyncio.Future[T], value: T) -> None:
+    if not future.done():
+        future.set_result(value)

@@ -1,0 +1,273 @@
+"""Ports: the runtime's view of everything outside one loop's actor.
+
+Owns the protocols the loop runtime is written against -- the durable
+:class:`Journal`, the live :class:`LiveHub` and :class:`EventSource`, the
+:class:`Clock` and :class:`IdSource`, the :class:`Tool` protocol with its
+optional traits, and the optional :class:`AccessPolicy` -- plus the small value
+types that cross them (:class:`Recovery`, :class:`ToolContext`,
+:class:`ToolOutput`, :class:`AccessRequest`) and the two trivial production
+defaults :class:`SystemClock` and :class:`RandomIds`.
+
+The model port lives next door in :mod:`turnstream.runtime.model`.
+
+Adapters implement these ports: in-process ones in :mod:`turnstream.memory`,
+test fakes in :mod:`turnstream.testing`, broker-backed ones in
+:mod:`turnstream.kafka`. This module must not import any adapter, any
+transport library, or :mod:`turnstream.wire`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+from turnstream.content import TextBlock, ToolResultContent
+from turnstream.events import EnduringEvent, EphemeralEvent
+from turnstream.ids import LoopId, SessionId, StepId, ToolExecutionId, TurnId, new_uuid
+from turnstream.runtime.model import ToolSpec
+from turnstream.state import LoopState
+
+if TYPE_CHECKING:
+    from turnstream.runtime.subscription import EventFilter, Subscription
+
+__all__ = [
+    "AccessEffect",
+    "AccessPolicy",
+    "AccessRequest",
+    "ApprovalTool",
+    "AuditableTool",
+    "Clock",
+    "EventSource",
+    "IdSource",
+    "Journal",
+    "LiveHub",
+    "RandomIds",
+    "Recovery",
+    "SequentialTool",
+    "SubscribableHub",
+    "SystemClock",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+]
+
+
+# --------------------------------------------------------------------------
+# Journal (durable) and hub (live)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What a journal hands back for restoring one loop.
+
+    Attributes:
+        snapshot: the latest state snapshot, or ``None`` to fold from the start.
+        events: every enduring event committed *after* the snapshot, in commit
+            order (all of them when there is no snapshot).
+    """
+
+    snapshot: LoopState | None
+    events: tuple[EnduringEvent, ...]
+
+
+class Journal(Protocol):
+    """The durable, per-loop, totally ordered event log.
+
+    One loop has exactly one writer (its actor), so an implementation never
+    sees concurrent appends for the same loop.
+    """
+
+    async def append(self, loop_id: LoopId, events: Sequence[EnduringEvent]) -> None:
+        """Commit ``events`` atomically, in order; return only once committed.
+
+        One call is one atomic commit (for Kafka: one transaction). Raising
+        means nothing of the call was committed; the runtime then neither
+        delivers the events live nor changes its state.
+        """
+        ...
+
+    async def recover(self, loop_id: LoopId) -> Recovery:
+        """Read what is needed to rebuild ``loop_id``: snapshot plus later events."""
+        ...
+
+
+class LiveHub(Protocol):
+    """Live delivery to subscribers. Never raises, never blocks on a consumer."""
+
+    async def publish(self, event: EphemeralEvent) -> None:
+        """Deliver an ephemeral event now; it may be dropped."""
+        ...
+
+    async def deliver(self, events: Sequence[EnduringEvent]) -> None:
+        """Deliver enduring events, called only after their journal commit."""
+        ...
+
+
+class EventSource(Protocol):
+    """Something clients attach to, to watch events live (no replay)."""
+
+    def subscribe(
+        self, event_filter: EventFilter, *, capacity: int | None = None
+    ) -> Subscription:
+        """Attach a bounded subscription; it sees only later events."""
+        ...
+
+
+class SubscribableHub(LiveHub, EventSource, Protocol):
+    """A hub that both takes events and hands them to subscribers (in process)."""
+
+    def close(self) -> None:
+        """End every subscription after its buffered events."""
+        ...
+
+
+# --------------------------------------------------------------------------
+# Clock and ids
+# --------------------------------------------------------------------------
+
+
+class Clock(Protocol):
+    """Wall-clock time for ``created_at`` stamps (never used for timeouts)."""
+
+    def now(self) -> datetime:
+        """The current time, timezone-aware."""
+        ...
+
+
+class IdSource(Protocol):
+    """Mints every id the runtime needs (turns, steps, events, gates, calls)."""
+
+    def new_id(self) -> UUID:
+        """A fresh, unique id. May raise; the runtime then fails secure."""
+        ...
+
+
+class SystemClock:
+    """The real UTC clock."""
+
+    def now(self) -> datetime:
+        """The current UTC time."""
+        return datetime.now(UTC)
+
+
+class RandomIds:
+    """Random version-4 UUIDs."""
+
+    def new_id(self) -> UUID:
+        """A random UUID."""
+        return new_uuid()
+
+
+# --------------------------------------------------------------------------
+# Tools
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext:
+    """Where a tool call runs: its ids and coordinates."""
+
+    session_id: SessionId
+    loop_id: LoopId
+    turn_id: TurnId
+    step_id: StepId
+    tool_execution_id: ToolExecutionId
+    tool_use_id: str
+
+
+class ToolOutput(BaseModel):
+    """What a tool returns; ``is_error`` makes it an error result for the model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    content: tuple[ToolResultContent, ...] = ()
+    is_error: bool = False
+
+    @classmethod
+    def text(cls, text: str) -> ToolOutput:
+        """A plain text result."""
+        return cls(content=(TextBlock(text=text),))
+
+    @classmethod
+    def error(cls, text: str) -> ToolOutput:
+        """A text error result (the model sees it; the turn goes on)."""
+        return cls(content=(TextBlock(text=text),), is_error=True)
+
+
+class Tool(Protocol):
+    """A tool the model may call.
+
+    Optional traits are separate protocols (:class:`SequentialTool`,
+    :class:`ApprovalTool`, :class:`AuditableTool`); a tool implements only the
+    ones it needs.
+    """
+
+    @property
+    def spec(self) -> ToolSpec:
+        """Name, description and input schema offered to the model."""
+        ...
+
+    async def run(self, input_json: str, ctx: ToolContext) -> ToolOutput:
+        """Run one call. Raising makes an error result; it never fails the turn."""
+        ...
+
+
+@runtime_checkable
+class SequentialTool(Protocol):
+    """Trait: calls of this tool run one at a time, before the parallel ones."""
+
+    def sequential(self) -> bool:
+        """Whether to run in the serial phase."""
+        ...
+
+
+@runtime_checkable
+class ApprovalTool(Protocol):
+    """Trait: a call may need a person's approval (opens a gate)."""
+
+    def requires_approval(self, input_json: str) -> bool:
+        """Whether this call must be approved before it runs."""
+        ...
+
+
+@runtime_checkable
+class AuditableTool(Protocol):
+    """Trait: a redacted one-line summary of a call, for events and gates."""
+
+    def audit_summary(self, input_json: str) -> str:
+        """A summary safe to show and store (no secrets)."""
+        ...
+
+
+# --------------------------------------------------------------------------
+# Access policy (optional)
+# --------------------------------------------------------------------------
+
+AccessEffect = Literal["approve", "deny", "ask"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccessRequest:
+    """What an access policy sees of a call (never its raw arguments)."""
+
+    tool_name: str
+    summary: str
+    tool_execution_id: ToolExecutionId
+
+
+class AccessPolicy(Protocol):
+    """Decides, without a prompt, whether a call may run.
+
+    With a policy configured, every call that does not need approval gets a
+    durable ``PermissionDecided``; ``"ask"`` opens a gate like an approval tool.
+    """
+
+    async def decide(self, request: AccessRequest) -> AccessEffect:
+        """The decision for one call."""
+        ...

@@ -1,0 +1,96 @@
+"""Event headers: coordinates for every event, ids for enduring ones.
+
+Owns :class:`EventFactory`, the single seam where a loop's headers are built
+and where ``event_id`` and ``created_at`` are minted (from the injected
+:class:`~turnstream.runtime.ports.Clock` and
+:class:`~turnstream.runtime.ports.IdSource`).
+
+Rules (contract §1.2, §2.2, with one deliberate divergence):
+
+* enduring events are stamped with ``event_id`` + ``created_at`` by the actor at
+  commit time (:meth:`EventFactory.stamp`), never earlier;
+* ephemeral events carry no ``event_id`` and no ``created_at``;
+* ``TokenDelta`` *does* carry its ``step_id`` (harness leaves it zero) so a
+  consumer can group deltas by step without guessing.
+
+Imports only ports and value types.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TypeVar
+from uuid import UUID
+
+from turnstream.events import Cause, EventBase, Header
+from turnstream.ids import LoopId, SessionId
+from turnstream.runtime.ports import Clock, IdSource
+
+__all__ = ["EventFactory"]
+
+E = TypeVar("E", bound=EventBase)
+
+
+class EventFactory:
+    """Builds one loop's headers and stamps its enduring events."""
+
+    def __init__(
+        self,
+        *,
+        session_id: SessionId,
+        loop_id: LoopId,
+        clock: Clock,
+        ids: IdSource,
+        agent_name: str = "",
+    ) -> None:
+        self.session_id = session_id
+        self.loop_id = loop_id
+        self.agent_name = agent_name
+        self._clock = clock
+        self._ids = ids
+
+    def new_id(self) -> UUID:
+        """A fresh id from the id source (may raise)."""
+        return self._ids.new_id()
+
+    def now(self) -> datetime:
+        """The current time from the injected clock."""
+        return self._clock.now()
+
+    def header(
+        self,
+        *,
+        turn_id: UUID | None = None,
+        step_id: UUID | None = None,
+        cause: Cause | None = None,
+        named: bool = False,
+    ) -> Header:
+        """An unstamped header with this loop's coordinates.
+
+        Args:
+            turn_id: the turn, for turn/step/tool events.
+            step_id: the step, for step/tool events.
+            cause: the causal edge (Reply events carry the command id).
+            named: stamp ``agent_name`` (only LoopStarted and LoopIdle do).
+        """
+        return Header(
+            session_id=self.session_id,
+            loop_id=self.loop_id,
+            turn_id=turn_id,
+            step_id=step_id,
+            cause=cause,
+            agent_name=self.agent_name if named else "",
+        )
+
+    def stamp(self, event: E) -> E:
+        """Return ``event`` with a fresh ``event_id`` and ``created_at``.
+
+        Raises:
+            Exception: whatever the id source raises; no partial header escapes.
+        """
+        event_id = self._ids.new_id()
+        created_at = self._clock.now()
+        header = event.header.model_copy(
+            update={"event_id": event_id, "created_at": created_at}
+        )
+        return event.model_copy(update={"header": header})

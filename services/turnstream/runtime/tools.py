@@ -1,0 +1,336 @@
+"""One step's tool batch (contract §6.2).
+
+Owns :func:`run_batch` and the model-visible failure texts. Order of work:
+
+1. per call, in call order: mint a ``ToolExecutionId``, start the ToolCall
+   hook, then the pre-execution checks (hook denial, id failure, unknown tool,
+   invalid JSON);
+2. access, sequentially in call order: an approval tool (or a policy answer of
+   ``ask``) opens a gate and waits; with an access policy configured, other
+   calls get a durable ``PermissionDecided``; with none configured, nothing;
+3. every ``ToolCallStarted`` (all calls, failed or not, in call order) before
+   any execution;
+4. pre-execution failures complete at once, then sequential tools one by one,
+   then the rest with at most ``max_parallel`` at a time; each completion
+   emits ``ToolCallCompleted`` (completion order);
+5. a tool failure never aborts the batch; results come back in call order.
+
+Imports ports, hooks, the handshake and value types; never an adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from turnstream.content import TextBlock, ToolResultMessage, text_of
+from turnstream.events import (
+    PermissionDecided,
+    ToolCallCompleted,
+    ToolCallStarted,
+)
+from turnstream.ids import StepId, ToolExecutionId
+from turnstream.runtime.accumulate import ToolCall
+from turnstream.runtime.gates import APPROVE, DENY
+from turnstream.runtime.handshake import ApprovalRequest, TurnLink, TurnSpec
+from turnstream.runtime.hooks import HookCall, Operation, Outcome, Started
+from turnstream.runtime.ports import (
+    AccessEffect,
+    AccessRequest,
+    ApprovalTool,
+    AuditableTool,
+    SequentialTool,
+    Tool,
+    ToolContext,
+)
+
+__all__ = ["preview", "run_batch", "shape_result", "summarize"]
+
+_ZERO_ID = ToolExecutionId(UUID(int=0))
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_MAX_SUMMARY = 1024
+_MAX_PREVIEW_BYTES = 2048
+_MAX_PREVIEW_LINES = 20
+_MAX_ERROR_TEXT = 1024
+_PREVIEW_MARKER = "… [truncated]"
+_NOTICE_ROOM = 96  # bytes kept free for the truncation notice
+
+
+def _clip_bytes(text: str, limit: int) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode(errors="ignore")
+
+
+def summarize(tool: Tool | None, name: str, input_json: str) -> str:
+    """A redacted, bounded one-line summary of a call (the name by default)."""
+    summary = name
+    if isinstance(tool, AuditableTool):
+        try:
+            summary = tool.audit_summary(input_json) or name
+        except Exception:  # noqa: BLE001 - a summary is cosmetic; it never fails a call
+            summary = name
+    return _clip_bytes(_CONTROL.sub(" ", summary), _MAX_SUMMARY)
+
+
+def preview(text: str) -> str:
+    """A result preview: at most 20 lines and 2 KiB, with a marker if cut."""
+    lines = text.split("\n")
+    cut = "\n".join(lines[:_MAX_PREVIEW_LINES])
+    cut = _clip_bytes(cut, _MAX_PREVIEW_BYTES)
+    return cut if cut == text else cut + _PREVIEW_MARKER
+
+
+def shape_result(text: str, limit: int) -> str:
+    """Shorten ``text`` to about ``limit`` bytes: head, notice, tail (UTF-8 safe)."""
+    data = text.encode()
+    if not limit or len(data) <= limit:
+        return text
+    keep = max(limit - _NOTICE_ROOM, 0)
+    head = data[: keep // 2].decode(errors="ignore")
+    tail = data[len(data) - (keep - keep // 2) :].decode(errors="ignore")
+    omitted = len(data) - len(head.encode()) - len(tail.encode())
+    notice = f"\n[tool output truncated: omitted {omitted} of {len(data)} bytes]\n"
+    return head + notice + tail
+
+
+@dataclass(slots=True)
+class _Call:
+    """One call's progress through the batch (owned by the turn task)."""
+
+    call: ToolCall
+    index: int
+    execution_id: ToolExecutionId
+    tool: Tool | None
+    summary: str
+    hook: Started
+    text: str | None = None
+    is_error: bool = False
+    outcome: Outcome = Outcome.COMPLETED
+
+    def fail(self, text: str, outcome: Outcome = Outcome.COMPLETED) -> None:
+        self.text, self.is_error, self.outcome = text, True, outcome
+
+    @property
+    def runnable(self) -> bool:
+        return self.text is None and self.tool is not None
+
+
+async def run_batch(
+    spec: TurnSpec,
+    link: TurnLink,
+    calls: Sequence[ToolCall],
+    *,
+    step_id: StepId,
+    step_index: int,
+) -> tuple[ToolResultMessage, ...]:
+    """Run one step's calls; return one result message per call, in call order."""
+    states: list[_Call] = []
+    try:
+        for index, call in enumerate(calls):
+            states.append(await _prepare(spec, call, index, step_id, step_index))
+        for state in states:
+            if state.runnable:
+                await _resolve_access(spec, link, state, step_id)
+        for state in states:
+            await link.publish(_started(spec, state, step_id))
+        for state in states:
+            if not state.runnable:
+                await _complete(spec, link, state, step_id)
+        runnable = [s for s in states if s.runnable]
+        serial = [s for s in runnable if _is_sequential(s.tool)]
+        parallel = [s for s in runnable if not _is_sequential(s.tool)]
+        for state in serial:
+            await _execute(spec, link, state, step_id)
+        limit = asyncio.Semaphore(spec.config.limits.max_parallel)
+
+        async def bounded(state: _Call) -> None:
+            async with limit:
+                await _execute(spec, link, state, step_id)
+
+        async with asyncio.TaskGroup() as group:
+            for state in parallel:
+                group.create_task(bounded(state))
+    finally:
+        # On cancellation the calls still open finish as canceled (once only).
+        for state in states:
+            state.hook.finish(Outcome.CANCELED)
+    return tuple(_result_message(spec, s) for s in states)
+
+
+def _is_sequential(tool: Tool | None) -> bool:
+    return isinstance(tool, SequentialTool) and tool.sequential()
+
+
+async def _prepare(
+    spec: TurnSpec, call: ToolCall, index: int, step_id: StepId, step_index: int
+) -> _Call:
+    """Mint the id, start the hook, run the pre-execution checks in order."""
+    try:
+        execution_id: ToolExecutionId | None = ToolExecutionId(spec.factory.new_id())
+    except Exception:  # noqa: BLE001 - fail secure: the call fails, no gate opens
+        execution_id = None
+    tool = spec.config.find_tool(call.name)
+    summary = summarize(tool, call.name, call.input_json)
+    hook = await spec.hooks.start(
+        HookCall(
+            operation=Operation.TOOL_CALL,
+            started_at=spec.factory.now(),
+            session_id=spec.session_id,
+            loop_id=spec.loop_id,
+            turn_id=spec.turn_id,
+            step_id=step_id,
+            turn_index=spec.turn_index,
+            step_index=step_index,
+            tool_name=call.name,
+            tool_use_id=call.tool_use_id,
+            tool_execution_id=execution_id,
+            summary=summary,
+        )
+    )
+    state = _Call(call, index, execution_id or _ZERO_ID, tool, summary, hook)
+    if hook.blocked is not None:
+        if hook.blocked.denied:
+            text = f"error: tool call denied: {hook.blocked.reason}"
+            state.fail(text, Outcome.DENIED)
+        else:
+            state.fail("error: internal: tool call blocked by hook", Outcome.FAILED)
+    elif execution_id is None:
+        state.fail("error: internal: could not generate call id")
+    elif tool is None:
+        state.fail(f"error: unknown tool: {_clip_bytes(call.name, _MAX_SUMMARY)}")
+    elif not _valid_json(call.input_json):
+        state.fail("error: invalid tool arguments (not valid JSON)")
+    return state
+
+
+def _valid_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+async def _resolve_access(
+    spec: TurnSpec, link: TurnLink, state: _Call, step_id: StepId
+) -> None:
+    """Decide whether a runnable call may run (gate, policy, or nothing)."""
+    tool = state.tool
+    ask = isinstance(tool, ApprovalTool) and tool.requires_approval(
+        state.call.input_json
+    )
+    effect: AccessEffect | None = None
+    reason = "access_evaluated"
+    if not ask and spec.access_policy is not None:
+        request = AccessRequest(
+            tool_name=state.call.name,
+            summary=state.summary,
+            tool_execution_id=state.execution_id,
+        )
+        try:
+            async with asyncio.timeout(spec.config.tool_timeout):
+                effect = await spec.access_policy.decide(request)
+        except Exception:  # noqa: BLE001 - fail closed: an unanswerable policy denies
+            effect, reason = "deny", "access_error"
+        ask = effect == "ask"
+    if ask:
+        answer = await link.request_approval(
+            ApprovalRequest(
+                step_id=step_id,
+                tool_execution_id=state.execution_id,
+                tool_name=state.call.name,
+                summary=state.summary,
+            )
+        )
+        if answer == DENY:
+            state.fail("error: permission denied: the request was denied")
+        elif answer != APPROVE:
+            state.fail("error: permission denied [unavailable]: no approval gate")
+        return
+    if effect is None:
+        return  # no access policy configured: nothing is emitted
+    if effect == "deny" and reason == "access_evaluated":
+        reason = "access_denied"
+    decided = PermissionDecided(
+        header=spec.factory.header(turn_id=spec.turn_id, step_id=step_id),
+        tool_execution_id=state.execution_id,
+        effect="approve" if effect == "approve" else "deny",
+        reason=reason,
+        subject=state.call.name,
+    )
+    await link.commit([decided])
+    if effect != "approve":
+        state.fail("error: permission denied [not authorized]: denied by policy")
+
+
+def _started(spec: TurnSpec, state: _Call, step_id: StepId) -> ToolCallStarted:
+    return ToolCallStarted(
+        header=spec.factory.header(turn_id=spec.turn_id, step_id=step_id),
+        tool_execution_id=state.execution_id,
+        tool_use_id=state.call.tool_use_id,
+        tool_name=state.call.name,
+        summary=state.summary,
+    )
+
+
+async def _execute(
+    spec: TurnSpec, link: TurnLink, state: _Call, step_id: StepId
+) -> None:
+    """Run one approved call; any failure becomes a model-visible result."""
+    tool = state.tool
+    if tool is None:  # unreachable: only runnable calls get here
+        return
+    ctx = ToolContext(
+        session_id=spec.session_id,
+        loop_id=spec.loop_id,
+        turn_id=spec.turn_id,
+        step_id=step_id,
+        tool_execution_id=state.execution_id,
+        tool_use_id=state.call.tool_use_id,
+    )
+    try:
+        async with asyncio.timeout(spec.config.tool_timeout):
+            output = await tool.run(state.call.input_json, ctx)
+    except TimeoutError:
+        state.fail("error: tool timed out")
+    except Exception as exc:  # noqa: BLE001 - a tool failure is a result, not a turn failure
+        detail = str(exc) or type(exc).__name__
+        state.fail(f"error: {_clip_bytes(detail, _MAX_ERROR_TEXT)}")
+    else:
+        text = text_of(output.content)
+        if not text:
+            state.fail("error: empty result")
+        else:
+            state.text, state.is_error = text, output.is_error
+    await _complete(spec, link, state, step_id)
+
+
+async def _complete(
+    spec: TurnSpec, link: TurnLink, state: _Call, step_id: StepId
+) -> None:
+    text = state.text or ""
+    await link.publish(
+        ToolCallCompleted(
+            header=spec.factory.header(turn_id=spec.turn_id, step_id=step_id),
+            tool_execution_id=state.execution_id,
+            tool_use_id=state.call.tool_use_id,
+            is_error=state.is_error,
+            result_preview=preview(text),
+        )
+    )
+    state.hook.finish(state.outcome, is_error=state.is_error)
+
+
+def _result_message(spec: TurnSpec, state: _Call) -> ToolResultMessage:
+    text = shape_result(state.text or "", spec.config.limits.max_result_bytes)
+    return ToolResultMessage(
+        tool_use_id=state.call.tool_use_id,
+        is_error=state.is_error,
+        blocks=(TextBlock(text=text),),
+    )

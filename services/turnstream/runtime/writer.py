@@ -1,0 +1,217 @@
+"""A loop's single write path: durable first, then state, then live.
+
+Owns :class:`LoopWriter`, used only by the loop's actor: :meth:`LoopWriter.
+commit` stamps enduring events (``event_id`` + ``created_at``), appends them to
+the journal as one atomic commit under a timeout, applies the caller's state
+change only if the append committed, and only then delivers them live;
+:meth:`LoopWriter.publish` sends ephemeral events (which may be dropped). It
+also builds the events the actor itself emits (``LoopStarted``, ``LoopIdle``,
+``TurnRejected``, ``InputQueued``, ``InputCancelled``, a truncated step's
+``StepDone`` and the terminals).
+
+Failures never escape: a refused or timed-out append returns ``False`` (and is
+logged with its type only, never content); a hub failure is logged. Imports
+ports, the stamping seam and value types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from turnstream.events import (
+    CancelReason,
+    Cause,
+    EnduringEvent,
+    EphemeralEvent,
+    InputCancelled,
+    InputQueued,
+    LoopIdle,
+    LoopStarted,
+    RejectReason,
+    StepDone,
+    TurnDone,
+    TurnFailed,
+    TurnInterrupted,
+    TurnRejected,
+    failure_from_error,
+)
+from turnstream.ids import CommandId, LoopId, TurnId
+from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.handshake import (
+    Completed,
+    Failed,
+    Interrupted,
+    PendingStep,
+    TurnOutcome,
+)
+from turnstream.runtime.inbox import QueuedInput
+from turnstream.runtime.ports import Journal, LiveHub
+from turnstream.runtime.stamping import EventFactory
+
+__all__ = ["EndedTurn", "LoopWriter"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EndedTurn:
+    """The coordinates of a turn whose end returns queued input."""
+
+    turn_id: TurnId
+    turn_index: int
+
+
+class LoopWriter:
+    """Commits and publishes one loop's events (the actor's only output)."""
+
+    def __init__(
+        self,
+        *,
+        loop_id: LoopId,
+        factory: EventFactory,
+        journal: Journal,
+        hub: LiveHub,
+        commit_timeout: float,
+    ) -> None:
+        self.loop_id = loop_id
+        self.factory = factory
+        self._journal = journal
+        self._hub = hub
+        self._commit_timeout = commit_timeout
+
+    async def commit(
+        self,
+        events: Sequence[EnduringEvent],
+        *,
+        apply: Callable[[], None] | None = None,
+        within: float | None = None,
+    ) -> bool:
+        """Append durably, then ``apply`` the state change, then deliver live.
+
+        Args:
+            events: committed together, in order, or not at all.
+            apply: the state change that must follow the commit, and only it.
+            within: seconds allowed (default: the commit timeout).
+
+        Returns:
+            Whether the events were committed.
+        """
+        try:
+            stamped = [self.factory.stamp(e) for e in events]
+        except Exception:  # noqa: BLE001 - fail secure: an event without an id is never written
+            _log.warning("event id could not be minted")
+            return False
+        try:
+            async with asyncio.timeout(within or self._commit_timeout):
+                await self._journal.append(self.loop_id, stamped)
+        except Exception as exc:  # noqa: BLE001 - not committed: nothing changes, nothing is seen
+            _log.warning(
+                "journal append failed",
+                extra={"exc_type": type(exc).__name__, "events": len(stamped)},
+            )
+            return False
+        if apply is not None:
+            apply()
+        try:
+            await self._hub.deliver(stamped)
+        except Exception as exc:  # noqa: BLE001 - live delivery is best effort once durable
+            _log.warning("hub delivery failed", extra={"exc_type": type(exc).__name__})
+        return True
+
+    async def publish(self, event: EphemeralEvent) -> None:
+        """Send an ephemeral event live (dropped on failure)."""
+        try:
+            await self._hub.publish(event)
+        except Exception as exc:  # noqa: BLE001 - ephemeral events may be dropped
+            _log.warning("hub publish failed", extra={"exc_type": type(exc).__name__})
+
+    # -- the actor's own events -------------------------------------------
+
+    async def announce(self, config: LoopConfig) -> bool:
+        """Commit ``LoopStarted`` (a new loop's first event)."""
+        started = LoopStarted(
+            header=self.factory.header(named=True),
+            model=config.model,
+            display_name=config.display_name,
+        )
+        return await self.commit([started])
+
+    async def park(self) -> None:
+        """Commit ``LoopIdle``: the loop parked with nothing left to start."""
+        await self.commit([LoopIdle(header=self.factory.header(named=True))])
+
+    async def queued(self, command_id: CommandId) -> None:
+        """Publish ``InputQueued`` for an input waiting behind a turn."""
+        cause = Cause(command_id=command_id)
+        await self.publish(InputQueued(header=self.factory.header(cause=cause)))
+
+    async def reject(
+        self, command_id: CommandId, reason: RejectReason, detail: str = ""
+    ) -> None:
+        """Commit ``TurnRejected`` for an input that never became a turn."""
+        header = self.factory.header(cause=Cause(command_id=command_id))
+        await self.commit([TurnRejected(header=header, reason=reason, detail=detail)])
+
+    async def cancel_inputs(
+        self,
+        entries: Sequence[QueuedInput],
+        reason: CancelReason,
+        ended: EndedTurn | None,
+    ) -> None:
+        """Commit one ``InputCancelled`` per entry, in order, as one commit."""
+        if not entries:
+            return
+        events = [
+            InputCancelled(
+                header=self.factory.header(
+                    turn_id=ended.turn_id if ended else None,
+                    cause=Cause(command_id=e.command_id, agency=e.agency),
+                ),
+                reason=reason,
+                message=e.message,
+                turn_index=ended.turn_index if ended else 0,
+            )
+            for e in entries
+        ]
+        await self.commit(events)
+
+    async def commit_step(
+        self,
+        ended: EndedTurn,
+        pending: PendingStep,
+        *,
+        apply: Callable[[], None],
+        within: float | None,
+    ) -> bool:
+        """Commit a truncated step's safe prefix as its ``StepDone``."""
+        step = StepDone(
+            header=self.factory.header(turn_id=ended.turn_id, step_id=pending.step_id),
+            messages=(pending.message,),
+        )
+        return await self.commit([step], apply=apply, within=within)
+
+    def terminal(self, ended: EndedTurn, outcome: TurnOutcome) -> EnduringEvent:
+        """The terminal event for ``outcome`` (unstamped)."""
+        header = self.factory.header(turn_id=ended.turn_id)
+        match outcome:
+            case Completed():
+                return TurnDone(
+                    header=header,
+                    turn_index=ended.turn_index,
+                    message=outcome.message,
+                    usage=outcome.usage,
+                )
+            case Failed():
+                return TurnFailed(
+                    header=header,
+                    turn_index=ended.turn_index,
+                    error=failure_from_error(outcome.error),
+                )
+            case Interrupted():
+                return TurnInterrupted(header=header, turn_index=ended.turn_index)
+            case _:
+                assert_never(outcome)

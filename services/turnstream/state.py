@@ -1,0 +1,59 @@
+"""Loop state: what the compacted ``turnstream.loops.v1`` topic holds per loop.
+
+Owns :class:`LoopState` and :class:`OpenTurn`. A snapshot is a *cache* of the
+journal fold, never the source of truth: restore reads the latest snapshot and
+then folds only the journal events after ``journal_offset``. Imports only value
+types.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from turnstream.content import Conversation
+
+__all__ = ["LoopState", "OpenTurn"]
+
+
+class OpenTurn(BaseModel):
+    """A turn that started and has not ended yet."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turn_id: UUID
+    turn_index: int = Field(ge=1)
+
+
+class LoopState(BaseModel):
+    """A loop's committed state after folding its journal up to an offset.
+
+    Attributes:
+        turn_index: the number of turns started (the next turn is ``+ 1``).
+        messages: committed history (never the system prompt).
+        open_turn: the turn in progress at ``journal_offset``, if any.
+        journal_offset: the events-topic offset of the *next* record after
+            the last folded one (``-1`` when the state was not read from
+            Kafka, e.g. in memory).
+        command_offset: the commands-topic offset of the next command to
+            process (``-1`` when unknown).
+        recent_command_ids: ids of the most recently resolved commands
+            (bounded window, oldest first), so a redelivered command is
+            recognised and not run twice.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: UUID
+    loop_id: UUID
+    agent_name: str = ""
+    model: str = ""
+    turn_index: int = Field(default=0, ge=0)
+    messages: tuple[Conversation, ...] = ()
+    open_turn: OpenTurn | None = None
+    journal_offset: int = -1
+    command_offset: int = -1
+    recent_command_ids: tuple[UUID, ...] = ()
+    updated_at: datetime | None = None

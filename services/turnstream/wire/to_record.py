@@ -1,0 +1,466 @@
+"""Encode side of the codec: value types to Avro records (plain dicts).
+
+Owns one pure function per Avro record type, mapping a frozen pydantic model
+to the dict fastavro writes. Union branches are written in tuple notation
+``(full name, record)`` so the writer never guesses a branch from a record's
+shape. Imports value types and wire errors; never fastavro, the runtime or
+aiokafka.
+
+Every record built here has exactly the fields of its schema (the writer runs
+with ``strict=True``), and dispatch is exhaustive: adding an event, command,
+block or chunk type without a mapping fails ``mypy`` at ``assert_never``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import assert_never
+from uuid import UUID
+
+from turnstream.commands import (
+    AnyCommand,
+    Interrupt,
+    RespondGate,
+    Retract,
+    Shutdown,
+    SubmitInput,
+)
+from turnstream.content import (
+    AIMessage,
+    Block,
+    Chunk,
+    ImageBlock,
+    ImageChunk,
+    Message,
+    RefusalBlock,
+    RefusalChunk,
+    TextBlock,
+    TextChunk,
+    ThinkingBlock,
+    ThinkingChunk,
+    ToolResultBlock,
+    ToolResultContent,
+    ToolResultMessage,
+    ToolUseBlock,
+    ToolUseChunk,
+    Usage,
+    UserMessage,
+)
+from turnstream.events import (
+    AnyEvent,
+    Cause,
+    FailureInfo,
+    GateOpened,
+    GateResolved,
+    Header,
+    InputCancelled,
+    InputQueued,
+    LoopIdle,
+    LoopStarted,
+    PermissionDecided,
+    PermissionRequested,
+    StepDone,
+    TokenDelta,
+    ToolCallCompleted,
+    ToolCallStarted,
+    TurnDone,
+    TurnFailed,
+    TurnFoldedInto,
+    TurnInterrupted,
+    TurnRejected,
+    TurnStarted,
+)
+from turnstream.state import LoopState, OpenTurn
+from turnstream.wire.errors import EncodeError
+from turnstream.wire.schemas import NAMESPACE
+
+__all__ = [
+    "command_record",
+    "event_record",
+    "full_name",
+    "loop_state_record",
+]
+
+Record = dict[str, object]
+Branch = tuple[str, Record]
+
+
+def full_name(short: str) -> str:
+    """The full Avro name of a record type in the current namespace."""
+    return f"{NAMESPACE}.{short}"
+
+
+def _branch(short: str, record: Record) -> Branch:
+    return (f"{NAMESPACE}.{short}", record)
+
+
+def _uuid(value: UUID) -> str:
+    # Written as its canonical text: fastavro's union writer matches a str
+    # branch far faster than it converts a UUID object (same bytes on the wire).
+    return str(value)
+
+
+def _opt_uuid(value: UUID | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _timestamp(value: datetime, where: str) -> datetime:
+    # timestamp-micros is an instant; a naive datetime has no instant, and
+    # reading it back would yield an aware value unequal to what was written.
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise EncodeError(where, "naive datetime; use a timezone-aware (UTC) value")
+    return value
+
+
+def _opt_timestamp(value: datetime | None, where: str) -> datetime | None:
+    return None if value is None else _timestamp(value, where)
+
+
+# --------------------------------------------------------------------------
+# Header
+# --------------------------------------------------------------------------
+
+
+def _cause(cause: Cause) -> Record:
+    return {
+        "command_id": _opt_uuid(cause.command_id),
+        "event_id": _opt_uuid(cause.event_id),
+        "loop_id": _opt_uuid(cause.loop_id),
+        "tool_execution_id": _opt_uuid(cause.tool_execution_id),
+        "agency": cause.agency.value,
+    }
+
+
+def header_record(header: Header) -> Record:
+    """The ``Header`` record of an event."""
+    return {
+        "event_id": _opt_uuid(header.event_id),
+        "session_id": _opt_uuid(header.session_id),
+        "loop_id": _opt_uuid(header.loop_id),
+        "turn_id": _opt_uuid(header.turn_id),
+        "step_id": _opt_uuid(header.step_id),
+        "created_at": _opt_timestamp(header.created_at, "header.created_at"),
+        "cause": None if header.cause is None else _cause(header.cause),
+        "agent_name": header.agent_name,
+    }
+
+
+# --------------------------------------------------------------------------
+# Content
+# --------------------------------------------------------------------------
+
+
+def usage_record(usage: Usage) -> Record:
+    """The ``Usage`` record."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_creation_tokens": usage.cache_creation_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+    }
+
+
+def _image(media_type: str, url: str | None, data: bytes | None) -> Record:
+    return {"media_type": media_type, "url": url, "data": data}
+
+
+def _result_content(block: ToolResultContent) -> Branch:
+    match block:
+        case TextBlock():
+            return _branch("TextBlock", {"text": block.text})
+        case ImageBlock():
+            return _branch(
+                "ImageBlock", _image(block.media_type, block.url, block.data)
+            )
+        case _:
+            assert_never(block)
+
+
+def block_branch(block: Block) -> Branch:
+    """A content block as its union branch."""
+    match block:
+        case TextBlock():
+            return _branch("TextBlock", {"text": block.text})
+        case RefusalBlock():
+            return _branch("RefusalBlock", {"text": block.text})
+        case ImageBlock():
+            return _branch(
+                "ImageBlock", _image(block.media_type, block.url, block.data)
+            )
+        case ThinkingBlock():
+            return _branch(
+                "ThinkingBlock",
+                {
+                    "thinking": block.thinking,
+                    "signature": block.signature,
+                    "signature_format": block.signature_format,
+                    "provider_state": block.provider_state,
+                    "provider_state_format": block.provider_state_format,
+                },
+            )
+        case ToolUseBlock():
+            return _branch(
+                "ToolUseBlock",
+                {
+                    "id": block.id,
+                    "name": block.name,
+                    "input": block.input,
+                    "provider_state": block.provider_state,
+                    "provider_state_format": block.provider_state_format,
+                },
+            )
+        case ToolResultBlock():
+            return _branch(
+                "ToolResultBlock",
+                {
+                    "tool_use_id": block.tool_use_id,
+                    "content": [_result_content(c) for c in block.content],
+                    "is_error": block.is_error,
+                },
+            )
+        case _:
+            assert_never(block)
+
+
+def _blocks(blocks: tuple[Block, ...]) -> list[Branch]:
+    return [block_branch(b) for b in blocks]
+
+
+def user_message_record(message: UserMessage) -> Record:
+    """The ``UserMessage`` record."""
+    return {"blocks": _blocks(message.blocks)}
+
+
+def ai_message_record(message: AIMessage) -> Record:
+    """The ``AIMessage`` record."""
+    return {
+        "blocks": _blocks(message.blocks),
+        "usage": None if message.usage is None else usage_record(message.usage),
+    }
+
+
+def tool_result_message_record(message: ToolResultMessage) -> Record:
+    """The ``ToolResultMessage`` record."""
+    return {
+        "tool_use_id": message.tool_use_id,
+        "is_error": message.is_error,
+        "blocks": _blocks(message.blocks),
+    }
+
+
+def message_branch(message: Message) -> Branch:
+    """A message as its union branch (history and step groups)."""
+    match message:
+        case UserMessage():
+            return _branch("UserMessage", user_message_record(message))
+        case AIMessage():
+            return _branch("AIMessage", ai_message_record(message))
+        case ToolResultMessage():
+            return _branch("ToolResultMessage", tool_result_message_record(message))
+        case _:
+            assert_never(message)
+
+
+def chunk_branch(chunk: Chunk) -> Branch:
+    """A streamed chunk as its union branch."""
+    match chunk:
+        case TextChunk():
+            return _branch("TextChunk", {"text": chunk.text})
+        case RefusalChunk():
+            return _branch("RefusalChunk", {"text": chunk.text})
+        case ThinkingChunk():
+            return _branch(
+                "ThinkingChunk",
+                {
+                    "index": chunk.index,
+                    "thinking": chunk.thinking,
+                    "signature": chunk.signature,
+                    "signature_format": chunk.signature_format,
+                    "provider_state": chunk.provider_state,
+                    "provider_state_format": chunk.provider_state_format,
+                },
+            )
+        case ToolUseChunk():
+            return _branch(
+                "ToolUseChunk",
+                {
+                    "index": chunk.index,
+                    "id": chunk.id,
+                    "name": chunk.name,
+                    "input_json": chunk.input_json,
+                },
+            )
+        case ImageChunk():
+            return _branch(
+                "ImageChunk",
+                {
+                    "index": chunk.index,
+                    **_image(chunk.media_type, chunk.url, chunk.data),
+                },
+            )
+        case _:
+            assert_never(chunk)
+
+
+def failure_record(info: FailureInfo) -> Record:
+    """The ``FailureInfo`` record: ``{kind, message}``."""
+    return {"kind": info.kind.value, "message": info.message}
+
+
+# --------------------------------------------------------------------------
+# Events
+# --------------------------------------------------------------------------
+
+
+def payload_record(event: AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
+    """The body of ``event`` (its fields except ``header`` and ``type``)."""
+    match event:
+        case LoopStarted():
+            return {"model": event.model, "display_name": event.display_name}
+        case LoopIdle() | InputQueued():
+            return {}
+        case TurnRejected():
+            return {"reason": event.reason.value, "detail": event.detail}
+        case TurnStarted() | TurnFoldedInto():
+            return {
+                "turn_index": event.turn_index,
+                "message": user_message_record(event.message),
+            }
+        case InputCancelled():
+            return {
+                "reason": event.reason.value,
+                "message": user_message_record(event.message),
+                "turn_index": event.turn_index,
+            }
+        case TokenDelta():
+            return {"turn_index": event.turn_index, "chunk": chunk_branch(event.chunk)}
+        case StepDone():
+            return {"messages": [message_branch(m) for m in event.messages]}
+        case TurnDone():
+            return {
+                "turn_index": event.turn_index,
+                "message": ai_message_record(event.message),
+                "usage": usage_record(event.usage),
+            }
+        case TurnFailed():
+            return {
+                "turn_index": event.turn_index,
+                "error": failure_record(event.error),
+            }
+        case TurnInterrupted():
+            return {"turn_index": event.turn_index}
+        case ToolCallStarted():
+            return {
+                "tool_execution_id": _uuid(event.tool_execution_id),
+                "tool_use_id": event.tool_use_id,
+                "tool_name": event.tool_name,
+                "summary": event.summary,
+            }
+        case ToolCallCompleted():
+            return {
+                "tool_execution_id": _uuid(event.tool_execution_id),
+                "tool_use_id": event.tool_use_id,
+                "is_error": event.is_error,
+                "result_preview": event.result_preview,
+            }
+        case PermissionDecided():
+            return {
+                "tool_execution_id": _uuid(event.tool_execution_id),
+                "effect": event.effect,
+                "reason": event.reason,
+                "subject": event.subject,
+            }
+        case PermissionRequested():
+            return {
+                "tool_execution_id": _uuid(event.tool_execution_id),
+                "gate_id": _uuid(event.gate_id),
+                "tool_name": event.tool_name,
+                "summary": event.summary,
+            }
+        case GateOpened():
+            return {
+                "gate_id": _uuid(event.gate_id),
+                "kind": event.kind,
+                "tool_execution_id": _opt_uuid(event.tool_execution_id),
+                "actions": list(event.actions),
+            }
+        case GateResolved():
+            return {
+                "gate_id": _uuid(event.gate_id),
+                "reason": event.reason.value,
+                "action": event.action,
+            }
+        case _:
+            assert_never(event)
+
+
+def event_record(event: AnyEvent) -> Record:
+    """The envelope record ``{header, payload}`` of any event.
+
+    The caller picks the envelope (journal or deltas) by delivery class; the
+    record shape is the same for both.
+    """
+    return {
+        "header": header_record(event.header),
+        "payload": _branch(type(event).__name__, payload_record(event)),
+    }
+
+
+# --------------------------------------------------------------------------
+# Commands and loop state
+# --------------------------------------------------------------------------
+
+
+def _command_payload(command: AnyCommand) -> Record:
+    match command:
+        case SubmitInput():
+            return {
+                "message": user_message_record(command.message),
+                "no_fold": command.no_fold,
+            }
+        case Interrupt() | Shutdown():
+            return {}
+        case RespondGate():
+            return {"gate_id": _uuid(command.gate_id), "action": command.action}
+        case Retract():
+            return {"target_command_id": _uuid(command.target_command_id)}
+        case _:
+            assert_never(command)
+
+
+def command_record(command: AnyCommand) -> Record:
+    """The ``CommandEnvelope`` record of a command."""
+    return {
+        "command_id": _uuid(command.command_id),
+        "session_id": _uuid(command.session_id),
+        "loop_id": _uuid(command.loop_id),
+        "created_at": _timestamp(command.created_at, "command.created_at"),
+        "agency": command.agency.value,
+        "payload": _branch(type(command).__name__, _command_payload(command)),
+    }
+
+
+def _open_turn(turn: OpenTurn) -> Record:
+    return {"turn_id": _uuid(turn.turn_id), "turn_index": turn.turn_index}
+
+
+def _uuids(ids: tuple[UUID, ...]) -> list[str]:
+    return [str(i) for i in ids]
+
+
+def loop_state_record(state: LoopState) -> Record:
+    """The ``LoopState`` record."""
+    return {
+        "session_id": _uuid(state.session_id),
+        "loop_id": _uuid(state.loop_id),
+        "agent_name": state.agent_name,
+        "model": state.model,
+        "turn_index": state.turn_index,
+        "messages": [message_branch(m) for m in state.messages],
+        "open_turn": None if state.open_turn is None else _open_turn(state.open_turn),
+        "journal_offset": state.journal_offset,
+        "command_offset": state.command_offset,
+        "recent_command_ids": _uuids(state.recent_command_ids),
+        "updated_at": _opt_timestamp(state.updated_at, "loop_state.updated_at"),
+    }

@@ -1,0 +1,125 @@
+"""The development broker's life cycle: up, reuse, status, clear errors, down.
+
+These tests start a second, private broker JVM (own temp state dir and free ports),
+so they never disturb the session broker other tests use.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from turnstream.devbroker import (
+    BrokerConfigChangedError,
+    BrokerExitedError,
+    BrokerSettings,
+    BrokerState,
+    DevBroker,
+    PortInUseError,
+    ensure_jars,
+    process,
+)
+from turnstream.kafka import broker_answers
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def private_settings(tmp_path: Path) -> BrokerSettings:
+    """Settings for a throw-away broker sharing the checkout's jar cache."""
+    base = BrokerSettings.for_project(PROJECT_DIR, {}, state_dir=tmp_path / "kafka")
+    settings = replace(
+        base,
+        client_port=_free_port(),
+        controller_port=_free_port(),
+        heap_min="128m",
+        heap_max="512m",
+        start_timeout=60.0,
+    )
+    ensure_jars(settings)
+    return settings
+
+
+@pytest.fixture
+def private_broker(private_settings: BrokerSettings) -> Iterator[DevBroker]:
+    broker = DevBroker(private_settings, probe=broker_answers, env=os.environ)
+    try:
+        yield broker
+    finally:
+        broker.down()
+
+
+def test_up_is_idempotent_and_down_leaves_nothing(
+    private_broker: DevBroker, tmp_path: Path
+) -> None:
+    """up starts once and reuses after; taken ports are refused; down stops the JVM."""
+    assert private_broker.status().state is BrokerState.STOPPED
+
+    first = private_broker.up()
+    assert first.started
+    assert first.state is BrokerState.RUNNING
+    assert first.pid is not None
+    assert broker_answers(first.bootstrap)
+
+    second = private_broker.up()
+    assert not second.started
+    assert second.pid == first.pid
+
+    status = private_broker.status()
+    assert (status.state, status.pid) == (BrokerState.RUNNING, first.pid)
+
+    # Another checkout on the same ports gets PortInUseError, not a crashed JVM.
+    other = DevBroker(
+        replace(private_broker.settings, state_dir=tmp_path / "other"),
+        probe=broker_answers,
+        env=os.environ,
+    )
+    with pytest.raises(PortInUseError) as info:
+        other.up()
+    assert info.value.port == private_broker.settings.client_port
+    assert info.value.role == "client"
+
+    # The same checkout asked for other ports is refused, not silently reused.
+    moved = DevBroker(
+        replace(private_broker.settings, client_port=_free_port()),
+        probe=broker_answers,
+        env=os.environ,
+    )
+    with pytest.raises(BrokerConfigChangedError):
+        moved.up()
+
+    assert private_broker.down()
+    assert not process.pid_alive(first.pid)
+    assert not private_broker.settings.pid_path.exists()
+    assert private_broker.status().state is BrokerState.STOPPED
+    assert not private_broker.down()  # stopping twice is fine
+
+
+def test_broker_that_dies_at_start_reports_its_log(
+    private_settings: BrokerSettings,
+) -> None:
+    """A JVM that exits during start-up is a BrokerExitedError with the log tail."""
+    broken = DevBroker(
+        replace(private_settings, heap_min="1m", heap_max="not-a-size"),
+        probe=broker_answers,
+        env=os.environ,
+    )
+    with pytest.raises(BrokerExitedError) as info:
+        broken.up()
+    assert info.value.exit_code not in (None, 0)
+    assert "heap" in info.value.log_tail.lower()
+    assert broken.running_pid() is None
+    assert not broken.settings.pid_path.exists()

@@ -1,0 +1,147 @@
+"""A broker restart in the middle of a turn loses nothing.
+
+The test runs its own broker (``turnstream.devbroker`` on free ports with its own data
+directory), so stopping it never disturbs the shared broker other tests use. While a
+slow turn streams, the broker is stopped and started again; the partition writer
+retries its transaction with backoff until the broker answers, and the journal read
+back afterwards holds every committed step, one terminal per turn and an answer for
+every input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
+    PROJECT_DIR,
+    Models,
+    apply_topic_set,
+    check_journal,
+    collect_garbage,
+    collect_garbage_late,
+    collect_until,
+    connect,
+    count_type,
+    loop_filter,
+    read_all,
+    running,
+    service_for,
+    unique_prefix,
+)
+from tests.support.eventually import assert_eventually
+
+from turnstream.devbroker import BrokerSettings, DevBroker
+from turnstream.events import TurnDone, TurnStarted
+from turnstream.ids import LoopId
+from turnstream.kafka import broker_answers
+from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.partition import WriterSettings
+from turnstream.models import DemoModel
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def own_broker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[DevBroker]:
+    """A private broker on free ports (``kafka_bootstrap`` only gates the lane)."""
+    env = {
+        "TURNSTREAM_BROKER_PORT": str(_free_port()),
+        "TURNSTREAM_CONTROLLER_PORT": str(_free_port()),
+    }
+    settings = BrokerSettings.for_project(
+        PROJECT_DIR, env, state_dir=tmp_path / "kafka"
+    )
+    broker = DevBroker(settings, probe=broker_answers, env=os.environ)
+    broker.up()
+    try:
+        yield broker
+    finally:
+        broker.down(purge=True)
+
+
+@pytest.fixture
+def restart_lane(own_broker: DevBroker) -> tuple[DevBroker, str]:
+    return own_broker, unique_prefix("restart")
+
+
+async def test_broker_restart_mid_turn_loses_nothing(
+    restart_lane: tuple[DevBroker, str],
+) -> None:
+    broker, prefix = restart_lane
+    bootstrap = broker.settings.bootstrap
+    topics = await apply_topic_set(bootstrap, prefix, partitions=1)
+    models = Models(default=DemoModel(chunk_delay=0.05))
+    metrics = ServiceMetrics()
+    service = service_for(
+        bootstrap,
+        topics,
+        group_id=f"{prefix}actors",
+        models=models,
+        metrics=metrics,
+        writer=WriterSettings(commit_deadline=40.0, offset_flush_interval=0.2),
+    )
+    loop_id = LoopId(uuid4())
+    submitted: list[UUID] = []
+    session = await connect(bootstrap, topics)
+    try:
+        async with running(service):
+            watch = session.subscribe_events(loop_filter(loop_id))
+            submitted.append(await session.submit("add 1 2 3 4 5 6", loop_id=loop_id))
+            await collect_until(watch, count_type("StepDone"), timeout=30)
+
+            await asyncio.to_thread(broker.down)  # mid-turn: steps keep coming
+            await asyncio.to_thread(broker.up)
+
+            async def finished() -> None:
+                journal = [e.type_name for e in await session.replay(loop_id)]
+                assert journal[-1] == "LoopIdle", journal
+
+            await assert_eventually(finished, timeout=90, interval=0.5)
+            submitted.append(await session.submit("add 7 8", loop_id=loop_id))
+
+            async def second_done() -> None:
+                journal = await session.replay(loop_id)
+                assert sum(isinstance(e, TurnDone) for e in journal) >= 1
+                assert sum(isinstance(e, TurnStarted) for e in journal) == 2
+                assert journal[-1].type_name == "LoopIdle"
+
+            await assert_eventually(second_done, timeout=60, interval=0.5)
+
+        entries = await read_all(bootstrap, topics, 1)
+        per_loop = check_journal(entries, submitted)
+        names = [e.type_name for e in per_loop[loop_id]]
+        # The interrupted broker did not cost the turn anything: every step of
+        # "add 1..6" (five tool steps and the answer) is there, then TurnDone.
+        assert names == [
+            "LoopStarted",
+            "TurnStarted",
+            *["StepDone"] * 6,
+            "TurnDone",
+            "LoopIdle",
+            "TurnStarted",
+            "StepDone",
+            "StepDone",
+            "TurnDone",
+            "LoopIdle",
+        ]
+        assert metrics.commit_failures == 0
+        # At least one commit waited across the outage instead of failing.
+        slow = (
+            metrics.commit_latency.count
+            - dict(metrics.commit_latency.cumulative())[2.5]
+        )
+        assert slow >= 1, metrics.commit_latency
+    finally:
+        await session.close()

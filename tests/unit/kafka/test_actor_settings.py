@@ -1,0 +1,97 @@
+"""The loop-actor deployable's settings: flags over environment, secrets masked."""
+
+from __future__ import annotations
+
+import pytest
+
+from turnstream.errors import ConfigError
+from turnstream.kafka.security import SaslMechanism, SecurityProtocol
+from turnstream.loop_actor.settings import parse_settings
+from turnstream.loop_actor.tools import DemoTool, tool_set
+
+
+def test_actor_settings_defaults() -> None:
+    """Nothing set: the local broker, the demo model, the demo tools."""
+    settings = parse_settings([], {})
+    assert settings.bootstrap == "127.0.0.1:19092"
+    assert settings.model == "demo"
+    assert settings.tools == "demo"
+    assert settings.group_id == "turnstream-loop-actor"
+    assert settings.security.protocol is SecurityProtocol.PLAINTEXT
+
+
+def test_actor_settings_flags_win_over_environment() -> None:
+    """A flag overrides its environment variable."""
+    env = {
+        "KAFKA_BOOTSTRAP_SERVERS": "kafka:9092",
+        "TURNSTREAM_GROUP_ID": "from-env",
+        "TURNSTREAM_DEMO_CHUNK_DELAY": "0.5",
+        "TURNSTREAM_SESSION_TIMEOUT_MS": "7000",
+    }
+    settings = parse_settings(["--group-id", "from-flag", "--topic-prefix", "t."], env)
+    assert settings.bootstrap == "kafka:9092"
+    assert settings.group_id == "from-flag"
+    assert settings.topic_prefix == "t."
+    assert settings.chunk_delay == 0.5
+    assert settings.session_timeout_ms == 7000
+
+
+def test_actor_settings_secrets_come_from_the_environment_and_stay_hidden() -> None:
+    """SASL password and API key are read from env and never shown."""
+    env = {
+        "TURNSTREAM_KAFKA_SECURITY_PROTOCOL": "sasl_ssl",
+        "TURNSTREAM_KAFKA_SASL_MECHANISM": "scram-sha-256",
+        "TURNSTREAM_KAFKA_SASL_USERNAME": "svc",
+        "TURNSTREAM_KAFKA_SASL_PASSWORD": "pa55word",
+        "TURNSTREAM_MODEL_API_KEY": "sk-secret",
+    }
+    settings = parse_settings([], env)
+    assert settings.security.protocol is SecurityProtocol.SASL_SSL
+    assert settings.security.sasl_mechanism is SaslMechanism.SCRAM_SHA_256
+    assert "pa55word" not in repr(settings)
+    assert "sk-secret" not in repr(settings)
+    kwargs = settings.security.client_kwargs()
+    assert kwargs["sasl_plain_password"] == "pa55word"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "setting"),
+    [
+        pytest.param(["--tools", "all"], {}, "tools", id="unknown-tools"),
+        pytest.param(
+            ["--session-timeout-ms", "1000"],
+            {},
+            "session_timeout_ms",
+            id="short-session",
+        ),
+        pytest.param(["--chunk-delay", "fast"], {}, "chunk_delay", id="not-a-number"),
+        pytest.param(
+            [],
+            {"TURNSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"},
+            "sasl_mechanism",
+            id="sasl-incomplete",
+        ),
+        pytest.param(["--bootstrap", "nohostport"], {}, "--bootstrap", id="bootstrap"),
+        pytest.param(["--no-such-flag"], {}, "arguments", id="bad-flag"),
+    ],
+)
+def test_actor_settings_reject_bad_values(
+    argv: list[str], env: dict[str, str], setting: str
+) -> None:
+    """Every invalid setting is a ConfigError naming it."""
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(argv, env)
+    assert caught.value.setting == setting
+
+
+async def test_actor_demo_tools_wrap_the_pure_functions() -> None:
+    """The demo tool set runs ``add``; bad input is an error result, not a raise."""
+    tools = tool_set("demo")
+    assert [t.spec.name for t in tools] == ["add", "word_count"]
+    add = tools[0]
+    assert isinstance(add, DemoTool)
+    ok = await add.run('{"a": 2, "b": 3}', None)  # type: ignore[arg-type]
+    assert ok.content[0].text == "5"  # type: ignore[union-attr]
+    bad = await add.run('{"a": "x", "b": 3}', None)  # type: ignore[arg-type]
+    assert bad.is_error
+    assert tool_set("none") == ()

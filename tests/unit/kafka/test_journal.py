@@ -1,0 +1,260 @@
+"""The Kafka journal's bookkeeping, with the transactional writer faked out.
+
+Pins when a state record is written (LoopStarted, TurnStarted, and every commit
+that leaves the loop without an open turn), that nothing changes unless the writer
+committed, what ``recover`` answers from memory and from an idle snapshot (no journal
+read), and what a partition being handed over may still commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+
+from turnstream.content import AIMessage, TextBlock, UserMessage
+from turnstream.events import (
+    CancelReason,
+    Cause,
+    EnduringEvent,
+    Header,
+    InputCancelled,
+    LoopIdle,
+    LoopStarted,
+    StepDone,
+    TurnDone,
+    TurnInterrupted,
+    TurnStarted,
+)
+from turnstream.ids import LoopId
+from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
+from turnstream.kafka.journal import PartitionJournal
+from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.reader import SnapshotRead
+from turnstream.state import LoopState
+
+SESSION = uuid4()
+
+
+class FakeWriter:
+    """Records appends; ``fail`` makes the next append raise."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], LoopState | None]] = []
+        self.fail = False
+
+    async def append(
+        self,
+        loop_id: UUID,
+        events: Sequence[EnduringEvent],
+        state: LoopState | None,
+        *,
+        on_commit: Callable[[LoopState | None], None] | None = None,
+    ) -> LoopState | None:
+        if self.fail:
+            raise CommitFailedError(0, "boom", 1, retriable=True)
+        self.calls.append(([e.type_name for e in events], state))
+        written = (
+            None
+            if state is None
+            else state.model_copy(update={"journal_offset": 10 * len(self.calls)})
+        )
+        if on_commit is not None:
+            on_commit(written)
+        return written
+
+
+def journal_with(
+    writer: FakeWriter, states: dict[UUID, LoopState] | None = None
+) -> tuple[PartitionJournal, ServiceMetrics]:
+    metrics = ServiceMetrics()
+    journal = PartitionJournal(
+        partition=0,
+        writer=writer,  # type: ignore[arg-type]
+        snapshots=SnapshotRead(states or {}, frozenset(), 0),
+        clients=None,  # type: ignore[arg-type] - never read in these tests
+        codec=None,  # type: ignore[arg-type]
+        events_topic="events",
+        metrics=metrics,
+    )
+    return journal, metrics
+
+
+def header(loop_id: UUID, **extra: Any) -> Header:
+    return Header(
+        event_id=uuid4(),
+        session_id=SESSION,
+        loop_id=loop_id,
+        created_at=datetime.now(UTC),
+        **extra,
+    )
+
+
+def turn(loop_id: UUID, index: int, command: UUID) -> tuple[UUID, list[EnduringEvent]]:
+    turn_id = uuid4()
+    answer = AIMessage(blocks=(TextBlock(text="a"),))
+    return turn_id, [
+        TurnStarted(
+            header=header(loop_id, turn_id=turn_id, cause=Cause(command_id=command)),
+            turn_index=index,
+            message=UserMessage(blocks=(TextBlock(text="q"),)),
+        ),
+        StepDone(
+            header=header(loop_id, turn_id=turn_id, step_id=uuid4()), messages=(answer,)
+        ),
+        TurnDone(
+            header=header(loop_id, turn_id=turn_id), turn_index=index, message=answer
+        ),
+    ]
+
+
+async def test_journal_writes_state_at_start_turn_start_and_when_closed() -> None:
+    """StepDone inside a turn and a lone LoopIdle carry no state; the rest do."""
+    writer = FakeWriter()
+    journal, metrics = journal_with(writer)
+    loop_id = LoopId(uuid4())
+    command = uuid4()
+    _, (started, step, done) = turn(loop_id, 1, command)
+    for batch in (
+        [LoopStarted(header=header(loop_id), model="m")],
+        [started],
+        [step],
+        [done],
+        [LoopIdle(header=header(loop_id))],
+    ):
+        await journal.append(loop_id, batch)
+    written = [(names[0], state is not None) for names, state in writer.calls]
+    assert written == [
+        ("LoopStarted", True),
+        ("TurnStarted", True),
+        ("StepDone", False),
+        ("TurnDone", True),
+        ("LoopIdle", False),
+    ]
+    final = writer.calls[3][1]
+    assert final is not None
+    assert final.open_turn is None
+    assert final.turn_index == 1
+    assert len(final.messages) == 2  # the question and the committed step
+    assert command in final.recent_command_ids
+    assert writer.calls[1][1] is not None
+    assert writer.calls[1][1].open_turn is not None
+    assert journal.is_resolved(loop_id, command)
+    assert metrics.turns_started == 1
+    assert metrics.terminals["TurnDone"] == 1
+
+
+async def test_journal_recover_answers_from_memory_after_appends() -> None:
+    """Events since the last state record are handed back with that state."""
+    writer = FakeWriter()
+    journal, _ = journal_with(writer)
+    loop_id = LoopId(uuid4())
+    _, (started, step, _done) = turn(loop_id, 1, uuid4())
+    await journal.append(loop_id, [LoopStarted(header=header(loop_id), model="m")])
+    await journal.append(loop_id, [started])
+    await journal.append(loop_id, [step])
+    recovery = await journal.recover(loop_id)
+    assert recovery.snapshot is not None
+    assert recovery.snapshot.journal_offset == 20  # written with TurnStarted
+    assert [e.type_name for e in recovery.events] == ["StepDone"]
+
+
+async def test_journal_failed_append_changes_nothing() -> None:
+    """A commit that raised leaves the loop's committed view as it was."""
+    writer = FakeWriter()
+    journal, metrics = journal_with(writer)
+    loop_id = LoopId(uuid4())
+    await journal.append(loop_id, [LoopStarted(header=header(loop_id), model="m")])
+    command = uuid4()
+    _, (started, _step, _done) = turn(loop_id, 1, command)
+    writer.fail = True
+    with pytest.raises(CommitFailedError):
+        await journal.append(loop_id, [started])
+    assert not journal.is_resolved(loop_id, command)
+    recovery = await journal.recover(loop_id)
+    assert recovery.events == ()
+    assert metrics.turns_started == 0
+
+
+async def test_journal_idle_snapshot_restores_without_reading_the_journal() -> None:
+    """An idle snapshot is complete: recover does not touch Kafka."""
+    loop_id = LoopId(uuid4())
+    resolved = uuid4()
+    snapshot = LoopState(
+        session_id=SESSION,
+        loop_id=loop_id,
+        turn_index=4,
+        journal_offset=77,
+        recent_command_ids=(resolved,),
+    )
+    journal, metrics = journal_with(FakeWriter(), {loop_id: snapshot})
+    assert journal.known(loop_id)
+    assert journal.open_turn_loops() == []
+    recovery = await journal.recover(loop_id)
+    assert recovery.snapshot == snapshot
+    assert recovery.events == ()
+    assert journal.is_resolved(loop_id, resolved)
+    assert metrics.restores == {"snapshot": 1}
+    unknown = LoopId(uuid4())
+    assert not journal.known(unknown)
+    assert (await journal.recover(unknown)).snapshot is None
+    assert metrics.restores["new"] == 1
+
+
+async def test_journal_open_or_oversized_snapshots_need_their_tail() -> None:
+    """Open turns and replay markers (journal_offset -1) are restored eagerly."""
+    open_loop, marker_loop, idle_loop = uuid4(), uuid4(), uuid4()
+    states = {
+        open_loop: LoopState(
+            session_id=SESSION,
+            loop_id=open_loop,
+            turn_index=1,
+            journal_offset=5,
+            open_turn={"turn_id": uuid4(), "turn_index": 1},  # type: ignore[arg-type]
+        ),
+        marker_loop: LoopState(
+            session_id=SESSION, loop_id=marker_loop, journal_offset=-1
+        ),
+        idle_loop: LoopState(session_id=SESSION, loop_id=idle_loop, journal_offset=9),
+    }
+    journal, _ = journal_with(FakeWriter(), states)
+    assert sorted(journal.open_turn_loops()) == sorted([open_loop, marker_loop])
+
+
+async def test_journal_handover_commits_only_the_end_of_running_turns() -> None:
+    """While handing over: terminals and steps yes; cancellations and idles no."""
+    writer = FakeWriter()
+    journal, _ = journal_with(writer)
+    loop_id = LoopId(uuid4())
+    turn_id, (started, step, _done) = turn(loop_id, 1, uuid4())
+    await journal.append(loop_id, [started])
+    journal.close_for_handover()
+    await journal.append(loop_id, [step])
+    await journal.append(
+        loop_id,
+        [TurnInterrupted(header=header(loop_id, turn_id=turn_id), turn_index=1)],
+    )
+    refused = [
+        [LoopIdle(header=header(loop_id))],
+        [
+            InputCancelled(
+                header=header(
+                    loop_id, turn_id=turn_id, cause=Cause(command_id=uuid4())
+                ),
+                reason=CancelReason.TURN_INTERRUPTED,
+                message=UserMessage(blocks=(TextBlock(text="queued"),)),
+                turn_index=1,
+            )
+        ],
+    ]
+    for events in refused:
+        with pytest.raises(PartitionClosedError):
+            await journal.append(loop_id, events)
+    assert [names[0] for names, _ in writer.calls] == [
+        "TurnStarted",
+        "StepDone",
+        "TurnInterrupted",
+    ]
