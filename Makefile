@@ -5,7 +5,7 @@ PYTHON ?= python3.11
 BIN    := $(VENV)/bin
 
 .PHONY: install jars broker-up broker-down broker-status topics check fmt \
-        test test-unit test-kafka demo smoke
+        test test-unit test-kafka demo smoke bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,3 +52,6 @@ demo:  ## the main job: the end-to-end turnstream demo
 
 smoke:  ## Kafka only: broker up, topics apply, one transactional round trip
 	$(BIN)/turnstream smoke
+
+bench:  ## every benchmark side by side on the local broker (~4-5 min); BENCH_ARGS=--quick for ~1 min
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)

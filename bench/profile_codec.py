@@ -10,7 +10,8 @@ processes on a shared box disturb it less) of:
 * ``fastavro``: ``schemaless_writer`` on that prebuilt dict (the codec's
   parsed schema, ``strict=True``);
 * ``fastavro_tagged``: the same dict with *every* union value written in
-  tuple notation, the floor a mapping that tags optional fields could reach.
+  tuple notation, the floor a mapping that tags optional fields could reach
+  (measured interleaved with ``fastavro``, so their ratio is steady).
 
 It also records the facts behind them: whether ``fastavro._write`` is the
 compiled extension, whether the codec's schema is pre-parsed (so
@@ -62,6 +63,30 @@ def cpu_us(fn: Callable[[], object], number: int, reps: int) -> float:
             fn()
         samples.append((time.process_time() - started) / number * 1e6)
     return round(statistics.median(samples), 2)
+
+
+def pair_us(
+    a: Callable[[], object], b: Callable[[], object], number: int, reps: int
+) -> tuple[float, float]:
+    """Median process-CPU µs per call of ``a`` and ``b``, measured interleaved.
+
+    Alternating the repetitions (a, b, a, b, ...) exposes both to the same
+    drift of a shared machine, so their ratio is steadier than either number.
+    """
+    for fn in (a, b):
+        for _ in range(max(number // 10, 10)):
+            fn()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(reps):
+        for fn, out in ((a, samples[0]), (b, samples[1])):
+            started = time.process_time()
+            for _ in range(number):
+                fn()
+            out.append((time.process_time() - started) / number * 1e6)
+    return (
+        round(statistics.median(samples[0]), 2),
+        round(statistics.median(samples[1]), 2),
+    )
 
 
 def _branch_name(schema: Schema) -> str:
@@ -170,8 +195,15 @@ def measure(number: int, reps: int) -> dict[str, Any]:
                 "bytes": size,
                 "codec_us": cpu_us(encode, n, reps),
                 "to_record_us": cpu_us(mapping, n, reps),
-                "fastavro_us": cpu_us(_writer(schema, record), n, reps),
-                "fastavro_tagged_us": cpu_us(_writer(schema, tagged), n, reps),
+                **dict(
+                    zip(
+                        ("fastavro_us", "fastavro_tagged_us"),
+                        pair_us(
+                            _writer(schema, record), _writer(schema, tagged), n, reps
+                        ),
+                        strict=True,
+                    )
+                ),
             }
         )
     events_schema = codec.schemas.writer_schema(Topic.EVENTS).parsed
@@ -190,8 +222,38 @@ def measure(number: int, reps: int) -> dict[str, Any]:
         "schema_pre_parsed": "__fastavro_parsed" in events_schema,
         "named_schemas_cached": "__named_schemas" in events_schema,
         "floor_one_long_us": cpu_us(lambda: _write("long", 5), number, reps),
+        "record_of_8_fields_us": field_costs(number, reps),
     }
     return {"facts": facts, "rows": rows}
+
+
+def field_costs(number: int, reps: int) -> dict[str, float]:
+    """fastavro CPU µs for one record of 8 fields of each kind (strict=True)."""
+    uuid_type = {"type": "string", "logicalType": "uuid"}
+    kinds: dict[str, Any] = {
+        "string": "string",
+        "long": "long",
+        "uuid (logical string)": uuid_type,
+        "[null, string]": ["null", "string"],
+        "[null, uuid]": ["null", uuid_type],
+        "[null, uuid] tagged": ["null", uuid_type],
+    }
+    text = "7b2f9c1e-0000-4000-8000-000000000001"
+    out = {}
+    for i, (label, field_type) in enumerate(kinds.items()):
+        schema = fastavro.parse_schema(
+            {
+                "type": "record",
+                "name": f"Probe{i}",
+                "fields": [{"name": f"f{n}", "type": field_type} for n in range(8)],
+            }
+        )
+        value: Any = 12345 if label == "long" else text
+        if label.endswith("tagged"):
+            value = ("string", text)
+        record = {f"f{n}": value for n in range(8)}
+        out[label] = cpu_us(lambda s=schema, r=record: _write(s, r), number, reps)  # type: ignore[misc]
+    return out
 
 
 def table(doc: dict[str, Any]) -> str:

@@ -132,8 +132,9 @@ class AnalyticsApp:
             # faust enables transactions (and read_committed) only "in a
             # worker"; this app is started without faust.Worker.
             app.in_worker = True
-        else:
-            use_read_committed(app)
+        # Always: read_committed under at-least-once too, and the
+        # post-rebalance seek for partitions without a committed offset.
+        use_read_committed(app)
         self._events = app.topic(
             s.events_topic,
             key_serializer="raw",

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiokafka.errors import KafkaError
+from aiokafka.partitioner import DefaultPartitioner
 
 from turnstream.errors import ContractError
 from turnstream.events import EnduringEvent, EphemeralEvent
@@ -31,6 +32,7 @@ from turnstream.wire import Codec
 __all__ = ["DeltaPublisher"]
 
 _log = logging.getLogger(__name__)
+_PARTITION_CACHE = 100_000  # keys remembered (~200 B each) before starting over
 
 
 class DeltaPublisher:
@@ -62,10 +64,14 @@ class DeltaPublisher:
         self._codec = codec
         self._metrics = metrics
         self._send_timeout = send_timeout
-        self._buffer: asyncio.Queue[tuple[bytes, bytes, list[tuple[str, bytes]]]] = (
-            asyncio.Queue(maxsize=capacity)
-        )
+        self._buffer: asyncio.Queue[
+            tuple[bytes, int | None, bytes, list[tuple[str, bytes]]]
+        ] = asyncio.Queue(maxsize=capacity)
         self._producer: Any = None
+        # aiokafka hashes every keyed record with a pure-Python murmur2 (~8 µs);
+        # a loop's deltas all go to one partition, so hash each key once.
+        self._partitions: dict[bytes, tuple[int, int]] = {}
+        self._partitioner = DefaultPartitioner()
 
     async def start(self) -> None:
         """Start the producer.
@@ -85,11 +91,15 @@ class DeltaPublisher:
         """The sender task: hand buffered events to the producer until cancelled."""
         try:
             while True:
-                key, value, headers = await self._buffer.get()
+                key, partition, value, headers = await self._buffer.get()
                 try:
                     async with asyncio.timeout(self._send_timeout):
                         delivery = await self._producer.send(
-                            self._topic, value, key=key, headers=headers
+                            self._topic,
+                            value,
+                            key=key,
+                            partition=partition,
+                            headers=headers,
                         )
                 except (TimeoutError, KafkaError):
                     self._metrics.deltas_dropped += 1
@@ -118,12 +128,33 @@ class DeltaPublisher:
             _log.warning("delta not encodable", extra={"exc_type": type(exc).__name__})
             self._metrics.deltas_dropped += 1
             return
+        key = loop_key(loop_id)
         try:
             self._buffer.put_nowait(
-                (loop_key(loop_id), value, self._codec.kafka_headers(event))
+                (key, self._partition(key), value, self._codec.kafka_headers(event))
             )
         except asyncio.QueueFull:
             self._metrics.deltas_dropped += 1
+
+    def _partition(self, key: bytes) -> int | None:
+        """The default partitioner's choice for ``key``, hashed once per loop.
+
+        Remembered with the partition count it was computed for, so a topic
+        that grows is re-hashed; ``None`` (aiokafka chooses) until the
+        producer has the topic's metadata.
+        """
+        every = self._producer.client.cluster.partitions_for_topic(self._topic)
+        if not every:
+            return None
+        cached = self._partitions.get(key)
+        if cached is not None and cached[0] == len(every):
+            return cached[1]
+        ordered = sorted(every)
+        partition = int(self._partitioner(key, ordered, ordered))
+        if len(self._partitions) >= _PARTITION_CACHE:
+            self._partitions.clear()
+        self._partitions[key] = (len(every), partition)
+        return partition
 
     async def deliver(self, events: Sequence[EnduringEvent]) -> None:
         """Nothing to do: the journal topic is how enduring events go live."""

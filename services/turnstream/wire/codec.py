@@ -28,7 +28,7 @@ import io
 from collections.abc import Callable
 from typing import Any, Final, TypeGuard, TypeVar
 
-from fastavro import schemaless_reader, schemaless_writer
+from fastavro import schemaless_reader
 from pydantic import ValidationError
 
 from turnstream.commands import AnyCommand, CommandBase
@@ -50,6 +50,7 @@ from turnstream.events import (
 from turnstream.state import LoopState
 from turnstream.validation import validate_event
 from turnstream.wire import from_record, to_record
+from turnstream.wire._compiled import Writer, compile_schema
 from turnstream.wire.errors import (
     EncodeError,
     InvalidRecordError,
@@ -107,6 +108,8 @@ class Codec:
             raise ValueError("max_payload_bytes must cover the frame header")
         self.schemas = schemas
         self.max_payload_bytes = max_payload_bytes
+        # One compiled writer per writer schema, built on first use.
+        self._writers: dict[bytes, Writer] = {}
 
     # ----------------------------------------------------------------- events
 
@@ -228,12 +231,14 @@ class Codec:
         self, topic: Topic, what: str, value: AnyEvent | AnyCommand | LoopState
     ) -> bytes:
         schema = self.schemas.writer_schema(topic)
+        writer = self._writers.get(schema.fingerprint)
+        if writer is None:
+            writer = self._writers[schema.fingerprint] = compile_schema(schema.parsed)
         record = _to_record(topic, value)
-        out = io.BytesIO()
-        out.write(frame(schema.fingerprint, b""))
+        out = bytearray(frame(schema.fingerprint, b""))
         try:
-            schemaless_writer(out, schema.parsed, record, strict=True)
-        except (ValueError, TypeError, OverflowError, UnicodeError) as exc:
+            writer(out, record)
+        except (ValueError, TypeError, OverflowError, UnicodeError, KeyError) as exc:
             # The mapping builds exactly the schema's fields, so what is left
             # are values Avro cannot carry (e.g. an int beyond a long, a lone
             # surrogate). The cause is named by type only: its text may hold
@@ -241,7 +246,7 @@ class Codec:
             raise EncodeError(
                 what, f"value not representable ({type(exc).__name__})"
             ) from None
-        data = out.getvalue()
+        data = bytes(out)
         if len(data) > self.max_payload_bytes:
             raise RecordTooLargeError(what, len(data), self.max_payload_bytes)
         return data

@@ -35,7 +35,7 @@ def test_settings_defaults():
         "turnstream.analytics.v1",
     )
     assert (s.web_host, s.web_port, s.window_size_ms) == ("127.0.0.1", 6066, 60_000)
-    assert s.guarantee is Guarantee.AT_LEAST_ONCE
+    assert s.guarantee is Guarantee.EXACTLY_ONCE
 
 
 def test_settings_from_env_reads_every_variable(tmp_path: Path):
@@ -56,7 +56,7 @@ def test_settings_from_env_reads_every_variable(tmp_path: Path):
         "TURNSTREAM_ANALYTICS_WEB_HOST": "127.0.0.2",
         "TURNSTREAM_ANALYTICS_WEB_PORT": "7001",
         "TURNSTREAM_ANALYTICS_DATA_DIR": str(tmp_path / "d"),
-        "TURNSTREAM_ANALYTICS_GUARANTEE": "exactly_once",
+        "TURNSTREAM_ANALYTICS_GUARANTEE": "at_least_once",
     }
     s = AnalyticsSettings.from_env(env)
     assert s.bootstrap == "k1:9092,k2:9093"
@@ -66,7 +66,7 @@ def test_settings_from_env_reads_every_variable(tmp_path: Path):
     assert (s.window_size_ms, s.window_retention) == (2_500, 5)
     assert (s.dedupe_window, s.closed_turns, s.publish_interval_s) == (9, 4, 0.5)
     assert (s.web_host, s.web_port, s.data_dir) == ("127.0.0.2", 7001, tmp_path / "d")
-    assert s.guarantee is Guarantee.EXACTLY_ONCE
+    assert s.guarantee is Guarantee.AT_LEAST_ONCE
     assert s.fold_config() == FoldConfig(
         window_size_ms=2_500, window_retention=5, dedupe_window=9, closed_turns=4
     )
