@@ -73,6 +73,10 @@ class AnalyticsApp:
     current event loop (no ``faust.Worker``, no signal handlers), and
     :meth:`run` does both around a stop event.
 
+    Counters of this process (not persisted): ``records`` handed to the fold,
+    ``undecodable`` records skipped, ``redelivered`` records at or below a
+    loop's applied offset, ``published`` snapshots.
+
     Args:
         settings: validated settings.
         wire: the journal codec; loaded from ``settings.schema_dir`` if ``None``.
@@ -97,6 +101,7 @@ class AnalyticsApp:
             else AnalyticsCodec.load(settings.schema_dir)
         )
         register_codecs(self.wire, self.analytics_codec)
+        self.records = 0
         self.undecodable = 0
         self.redelivered = 0
         self.published = 0
@@ -198,6 +203,7 @@ class AnalyticsApp:
         Returns:
             The fold's outcome, or ``None`` for a skipped undecodable record.
         """
+        self.records += 1
         if isinstance(value, Undecodable):
             self.undecodable += 1
             self._version += 1
