@@ -108,7 +108,12 @@ class AnalyticsApp:
         self._version = 0
         self._published_version = 0
         self._declared = False
-        self._cached: tuple[int, AnalyticsSnapshot] | None = None
+        # Set by start(): agent.test_context() runs the agent without a broker,
+        # where there is no consumer metadata to wait for.
+        self._against_broker = False
+        self._cached: tuple[tuple[int, tuple[int, ...]], AnalyticsSnapshot] | None = (
+            None
+        )
         self._app: Any = self._build_app()
 
     # ------------------------------------------------------------------ wiring
@@ -184,7 +189,8 @@ class AnalyticsApp:
     # -------------------------------------------------------------- processing
 
     async def _fold_stream(self, stream: Any) -> None:
-        await self._wait_for_changelog_metadata()
+        if self._against_broker:
+            await self._wait_for_changelog_metadata()
         async for event in stream.events():
             message = event.message
             self.apply(event.value, message.topic, message.partition, message.offset)
@@ -251,7 +257,8 @@ class AnalyticsApp:
         changelog = self._loops.changelog_topic.get_topic_name()
         consumer = self._app.consumer
         async with asyncio.timeout(METADATA_TIMEOUT_S):
-            while consumer.topic_partitions(changelog) != self.settings.partitions:
+            # Metadata changes have no notification hook: poll, bounded above.
+            while consumer.topic_partitions(changelog) != self.settings.partitions:  # noqa: ASYNC110
                 await asyncio.sleep(METADATA_POLL_S)
 
     async def _publish_tick(self) -> None:
@@ -267,7 +274,11 @@ class AnalyticsApp:
             await self._output.maybe_declare()
             self._declared = True
         snapshot = self.snapshot()
-        await self._output.send(key=self.settings.app_id.encode(), value=snapshot)
+        # Keyed by app id and partition set: with several workers each owns a
+        # disjoint set, and a reader merges the newest snapshot per key.
+        owned = ",".join(str(p) for p in snapshot.partitions)
+        key = f"{self.settings.app_id}:{owned}".encode()
+        await self._output.send(key=key, value=snapshot)
         self.published += 1
         return snapshot
 
@@ -286,17 +297,19 @@ class AnalyticsApp:
 
     def snapshot(self) -> AnalyticsSnapshot:
         """The merged analytics of this worker's loops (cached until they change)."""
+        partitions = self.partitions()
+        key = (self._version, tuple(partitions))
         cached = self._cached
-        if cached is not None and cached[0] == self._version:
+        if cached is not None and cached[0] == key:
             return cached[1]
         snapshot = build_snapshot(
             self.states(),
             self.config,
             app_id=self.settings.app_id,
-            partitions=self.partitions(),
+            partitions=partitions,
             undecodable=self.undecodable,
         )
-        self._cached = (self._version, snapshot)
+        self._cached = (key, snapshot)
         return snapshot
 
     # --------------------------------------------------------------- lifecycle
@@ -321,6 +334,7 @@ class AnalyticsApp:
         The changelog and output topics are created first, so the consumer's
         first metadata already lists them (see :meth:`_wait_for_changelog_metadata`).
         """
+        self._against_broker = True
         await self._declare_topics()
         await self._app.start()
 

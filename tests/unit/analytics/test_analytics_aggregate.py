@@ -10,6 +10,7 @@ import json
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from tests.unit.analytics.known_journal import (
@@ -422,7 +423,8 @@ def test_aggregate_state_rejects_unknown_forms(broken):
         "max_open_turns",
     ],
 )
-def test_aggregate_config_rejects_zero(field):
+def test_aggregate_config_rejects_zero(field: str):
     """Every bound must be at least 1."""
+    bounds: dict[str, Any] = {field: 0}
     with pytest.raises(ValueError, match=field):
-        FoldConfig(**{field: 0})
+        FoldConfig(**bounds)

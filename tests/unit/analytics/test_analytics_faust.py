@@ -105,14 +105,6 @@ async def analytics_app(tmp_path: Path) -> AsyncIterator[AnalyticsApp]:
     close_unstarted_consumer_loop(faust_app)
 
 
-@pytest.mark.xfail(
-    run=False,
-    reason=(
-        "issue 6 open: the fold agent now waits for changelog-topic metadata, which "
-        "agent.test_context() (no broker) never provides; the same fold is covered "
-        "against the real broker in tests/integration/test_analytics_kafka.py"
-    ),
-)
 async def test_faust_fold_agent_counts_a_journal(analytics_app: AnalyticsApp):
     """Events put through the agent land in the table and the snapshot."""
     events = build_journal(PLANS, seed=1)
@@ -131,14 +123,6 @@ async def test_faust_fold_agent_counts_a_journal(analytics_app: AnalyticsApp):
     assert set(totals.usage_by_model) == {"model-a", "m2"}
 
 
-@pytest.mark.xfail(
-    run=False,
-    reason=(
-        "issue 6 open: the fold agent now waits for changelog-topic metadata, which "
-        "agent.test_context() (no broker) never provides; the same fold is covered "
-        "against the real broker in tests/integration/test_analytics_kafka.py"
-    ),
-)
 async def test_faust_fold_agent_skips_republished_events(analytics_app: AnalyticsApp):
     """The same events put twice (new offsets) count once."""
     events = build_journal(PLANS, seed=1)
