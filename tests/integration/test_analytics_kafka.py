@@ -239,24 +239,11 @@ async def test_analytics_app_counts_a_known_journal_exactly(
         assert [w["turns_started"] for w in windows["windows"]] == [5, 0, 2]
 
 
-# faust 0.15.3, at-least-once: a record that arrives while the restarted worker
-# finishes table recovery is occasionally never handed to the agent although its
-# offset gets committed (about 1 run in 8; never under exactly-once in over 40
-# runs). Kept as a non-strict xfail so the suite records it without flaking.
-FAUST_RESTART_LOSS = pytest.mark.xfail(
-    strict=False,
-    reason="faust 0.15.3 at-least-once can skip a record in the restart recovery "
-    "window (README: Known faust issues)",
-)
-
-
 @pytest.mark.parametrize(
     "guarantee",
     [
         pytest.param(Guarantee.EXACTLY_ONCE, id="exactly-once"),
-        pytest.param(
-            Guarantee.AT_LEAST_ONCE, id="at-least-once", marks=FAUST_RESTART_LOSS
-        ),
+        pytest.param(Guarantee.AT_LEAST_ONCE, id="at-least-once"),
     ],
 )
 async def test_analytics_app_restart_resumes_from_changelog_without_double_counting(

@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--guarantee", choices=[g.value for g in Guarantee], help="processing guarantee"
     )
+    add(
+        "--session-timeout",
+        type=float,
+        help="consumer group session timeout, seconds (default 60)",
+    )
     add("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 
@@ -84,6 +89,7 @@ def settings_from_args(
         data_dir=args.data_dir,
         schema_dir=args.schema_dir,
         guarantee=None if args.guarantee is None else Guarantee(args.guarantee),
+        session_timeout_s=args.session_timeout,
     )
 
 

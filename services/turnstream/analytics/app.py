@@ -48,7 +48,7 @@ from turnstream.analytics.codecs import (
 )
 from turnstream.analytics.report import build_snapshot, totals_view, windows_view
 from turnstream.analytics.settings import AnalyticsSettings, Guarantee
-from turnstream.analytics.transport import isolation_level, use_read_committed
+from turnstream.analytics.transport import install_faust_fixes, isolation_level
 from turnstream.events import EnduringEvent
 from turnstream.wire.analytics_codec import AnalyticsCodec, AnalyticsSnapshot
 from turnstream.wire.codec import Codec as WireCodec
@@ -131,6 +131,9 @@ class AnalyticsApp:
             # put other workers' loops into the table this worker reports.
             table_standby_replicas=0,
             consumer_auto_offset_reset="earliest",
+            broker_session_timeout=s.session_timeout_s,
+            # Three heartbeats per session, at most faust's default 3 s apart.
+            broker_heartbeat_interval=min(3.0, s.session_timeout_s / 3),
             datadir=str(s.data_dir),
             web_enabled=s.web_enabled,
             web_bind=s.web_host,
@@ -142,9 +145,10 @@ class AnalyticsApp:
             # faust enables transactions (and read_committed) only "in a
             # worker"; this app is started without faust.Worker.
             app.in_worker = True
-        # Always: read_committed under at-least-once too, and the
-        # post-rebalance seek for partitions without a committed offset.
-        use_read_committed(app)
+        # Always: read_committed under at-least-once too, the post-rebalance
+        # seek for partitions without a commit, and no queue clearing on a
+        # second flow resume (transport.py).
+        install_faust_fixes(app)
         self._events = app.topic(
             s.events_topic,
             key_serializer="raw",

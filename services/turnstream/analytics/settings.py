@@ -26,6 +26,8 @@ Environment variables (flags of ``python -m turnstream.analytics`` override them
 * ``TURNSTREAM_ANALYTICS_DATA_DIR`` -- faust data directory (``var/analytics``).
 * ``TURNSTREAM_ANALYTICS_GUARANTEE`` -- ``exactly_once`` (default) or
   ``at_least_once``.
+* ``TURNSTREAM_ANALYTICS_SESSION_TIMEOUT_SECONDS`` -- consumer group session
+  timeout (60): how long partitions of a worker that died stay unowned.
 """
 
 from __future__ import annotations
@@ -62,13 +64,12 @@ class Guarantee(StrEnum):
     """The faust processing guarantee (both read the journal ``read_committed``).
 
     ``exactly_once`` is the default: faust writes the table changelog and
-    commits the input offsets in one transaction per partition. Measured on
-    faust 0.15.3 + Kafka 4.1 it is the mode that never lost a record on
-    restart; a restart waits about 10 s for faust's aborted-transaction
-    detection. ``at_least_once`` restarts faster, and the aggregation's own
-    offset mark makes redelivery a no-op, but faust 0.15.3 was seen to skip a
-    record that arrived during the post-restart recovery window (see the
-    README, "Known faust issues").
+    commits the input offsets in one transaction per partition; a restart
+    waits about 10 s for faust's aborted-transaction detection.
+    ``at_least_once`` commits offsets after the changelog is flushed and
+    restarts faster; what it processes again after a crash is skipped by the
+    aggregation's own offset mark. Both keep the counts exact across restarts
+    and ``kill -9`` (tests/integration/test_analytics_crash.py).
     """
 
     AT_LEAST_ONCE = "at_least_once"
@@ -98,6 +99,9 @@ class AnalyticsSettings:
         data_dir: faust's data directory.
         schema_dir: the schema directory; ``None`` means the checkout's.
         guarantee: the processing guarantee.
+        session_timeout_s: consumer group session timeout; the partitions of a
+            worker that died are reassigned after it (the broker bounds it,
+            6 s to 30 min by default).
     """
 
     bootstrap: str = DEFAULT_BOOTSTRAP
@@ -117,6 +121,7 @@ class AnalyticsSettings:
     data_dir: Path = field(default_factory=lambda: Path("var/analytics"))
     schema_dir: Path | None = None
     guarantee: Guarantee = Guarantee.EXACTLY_ONCE
+    session_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         for server in self.bootstrap.split(","):
@@ -142,6 +147,8 @@ class AnalyticsSettings:
                 raise ConfigError(name, "must be at least 1")
         if self.publish_interval_s <= 0:
             raise ConfigError("publish_interval_s", "must be positive")
+        if self.session_timeout_s <= 0:
+            raise ConfigError("session_timeout_s", "must be positive")
         if not 0 <= self.web_port <= 65535:
             raise ConfigError("web_port", "must be a port number")
 
@@ -206,6 +213,9 @@ class AnalyticsSettings:
             data_dir=get(f"{p}DATA_DIR", Path, base.data_dir),
             schema_dir=schema_dir,
             guarantee=get(f"{p}GUARANTEE", Guarantee, base.guarantee),
+            session_timeout_s=get(
+                f"{p}SESSION_TIMEOUT_SECONDS", float, base.session_timeout_s
+            ),
         )
 
 

@@ -3,9 +3,11 @@
 Owns :class:`Codec` (a schema set plus a payload limit), the process default
 codec, the module-level ``marshal_*``/``unmarshal_*`` functions and
 :func:`kafka_headers`. It is the only module that calls fastavro's reader and
-writer, and the only place ``Any`` appears (fastavro's decoded value, narrowed
-at once to a record). Imports value types, :mod:`turnstream.validation` and
-fastavro; never the runtime or aiokafka.
+writer for the turn topics (the analytics snapshots have their own codec,
+:mod:`turnstream.wire.analytics_codec`), and the only place here ``Any`` appears
+(fastavro's decoded value, narrowed at once to a record). Imports value
+types, :mod:`turnstream.validation` and fastavro; never the runtime or
+aiokafka.
 
 Contract:
 

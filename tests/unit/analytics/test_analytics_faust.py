@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from faust.serializers import codecs as faust_codecs
+from mode.utils.queues import FlowControlQueue
 
 from turnstream.analytics.aggregate import LoopStats, TerminalKind
 from turnstream.analytics.app import AnalyticsApp
@@ -23,6 +26,7 @@ from turnstream.analytics.codecs import (
 )
 from turnstream.analytics.sample import LoopPlan, TurnPlan, build_journal
 from turnstream.analytics.settings import AnalyticsSettings
+from turnstream.analytics.transport import _DrainableBuffer
 from turnstream.wire.codec import marshal_event
 
 PLANS = [
@@ -133,3 +137,77 @@ async def test_faust_fold_agent_skips_republished_events(analytics_app: Analytic
     assert snap.events_applied == len(events)
     assert snap.duplicates_skipped == len(events)
     assert snap.totals.turns_started == 3
+
+
+async def test_faust_second_flow_resume_keeps_queued_records(tmp_path: Path):
+    """A record queued while flow is active survives faust's second resume.
+
+    faust resumes flow for table recovery and again for the streams; the stock
+    flow control emptied the agents' queues on both, dropping a record
+    delivered in between. Only a suspended -> active change may clear them.
+    """
+    settings = AnalyticsSettings(
+        app_id=f"unit-{uuid.uuid4().hex[:8]}", data_dir=tmp_path, web_enabled=False
+    )
+    flow = AnalyticsApp(settings).faust_app.flow_control
+    queue: FlowControlQueue[str] = FlowControlQueue(
+        flow_control=flow, clear_on_resume=True
+    )
+    assert not flow.is_active()  # faust starts suspended
+    flow.resume()  # recovery resumes flow
+    queue.put_nowait("record delivered before the streams resume")
+    flow.resume()  # the streams resume
+    assert flow.is_active()
+    assert queue.qsize() == 1
+
+    flow.suspend()  # a rebalance starts
+    flow.resume()
+    assert queue.qsize() == 0  # what was queued before a suspension is stale
+
+
+async def test_faust_commit_drain_waits_for_earlier_messages_only():
+    """A commit waits for the changelog messages put before it, not later ones."""
+    buffer = _DrainableBuffer()
+    buffer.app = SimpleNamespace(conf=SimpleNamespace(producer_threaded=False))
+    handed: list[int] = []
+
+    def message(n: int, gate: asyncio.Event) -> SimpleNamespace:
+        async def publish_message(fut: object, wait: bool) -> None:
+            await gate.wait()
+            handed.append(n)
+
+        channel = SimpleNamespace(publish_message=publish_message)
+        return SimpleNamespace(message=SimpleNamespace(channel=channel))
+
+    async def pump() -> None:  # what faust's buffer service does
+        while True:
+            await buffer._send_pending(await buffer.pending.get())
+
+    earlier, later = asyncio.Event(), asyncio.Event()
+    buffer.put(message(1, earlier))
+    buffer.put(message(2, earlier))
+    async with asyncio.TaskGroup() as tasks:
+        pumping = tasks.create_task(pump())
+        drain = tasks.create_task(buffer.drain())
+        await asyncio.sleep(0)  # the commit starts draining
+        buffer.put(message(3, later))  # and an agent puts another message
+        await asyncio.sleep(0.05)
+        assert not drain.done()  # 1 and 2 are not with the client yet
+        earlier.set()
+        async with asyncio.timeout(5):
+            await drain
+        assert handed == [1, 2]  # 3 is still in flight; the drain did not wait
+        pumping.cancel()
+
+
+def test_faust_app_uses_the_session_timeout(tmp_path: Path):
+    """The group session timeout reaches faust, with heartbeats within it."""
+    settings = AnalyticsSettings(
+        app_id=f"unit-{uuid.uuid4().hex[:8]}",
+        data_dir=tmp_path,
+        web_enabled=False,
+        session_timeout_s=6.0,
+    )
+    conf = AnalyticsApp(settings).faust_app.conf
+    assert conf.broker_session_timeout == 6.0
+    assert conf.broker_heartbeat_interval == 2.0

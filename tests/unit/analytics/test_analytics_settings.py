@@ -57,6 +57,7 @@ def test_settings_from_env_reads_every_variable(tmp_path: Path):
         "TURNSTREAM_ANALYTICS_WEB_PORT": "7001",
         "TURNSTREAM_ANALYTICS_DATA_DIR": str(tmp_path / "d"),
         "TURNSTREAM_ANALYTICS_GUARANTEE": "at_least_once",
+        "TURNSTREAM_ANALYTICS_SESSION_TIMEOUT_SECONDS": "6.5",
     }
     s = AnalyticsSettings.from_env(env)
     assert s.bootstrap == "k1:9092,k2:9093"
@@ -67,6 +68,7 @@ def test_settings_from_env_reads_every_variable(tmp_path: Path):
     assert (s.dedupe_window, s.closed_turns, s.publish_interval_s) == (9, 4, 0.5)
     assert (s.web_host, s.web_port, s.data_dir) == ("127.0.0.2", 7001, tmp_path / "d")
     assert s.guarantee is Guarantee.AT_LEAST_ONCE
+    assert s.session_timeout_s == 6.5
     assert s.fold_config() == FoldConfig(
         window_size_ms=2_500, window_retention=5, dedupe_window=9, closed_turns=4
     )
@@ -106,6 +108,11 @@ def test_settings_bootstrap_falls_back_to_the_local_broker_port():
             id="same",
         ),
         pytest.param({"TURNSTREAM_ANALYTICS_WEB_PORT": "70000"}, "web_port", id="port"),
+        pytest.param(
+            {"TURNSTREAM_ANALYTICS_SESSION_TIMEOUT_SECONDS": "0"},
+            "session_timeout_s",
+            id="session-timeout",
+        ),
     ],
 )
 def test_settings_reject_invalid_values(env, setting):
@@ -117,15 +124,25 @@ def test_settings_reject_invalid_values(env, setting):
 def test_settings_flags_override_env():
     """Command-line flags win over the environment."""
     args = build_parser().parse_args(
-        ["--bootstrap", "h:1", "--window-seconds", "10", "--web-port", "9", "--no-web"]
+        [
+            *("--bootstrap", "h:1", "--window-seconds", "10", "--web-port", "9"),
+            *("--no-web", "--session-timeout", "7"),
+        ]
     )
-    s = settings_from_args(args, {"KAFKA_BOOTSTRAP_SERVERS": "env:2"})
+    s = settings_from_args(
+        args,
+        {
+            "KAFKA_BOOTSTRAP_SERVERS": "env:2",
+            "TURNSTREAM_ANALYTICS_SESSION_TIMEOUT_SECONDS": "30",
+        },
+    )
     assert (s.bootstrap, s.window_size_ms, s.web_port, s.web_enabled) == (
         "h:1",
         10_000,
         9,
         False,
     )
+    assert s.session_timeout_s == 7
 
 
 def test_views_render_totals_and_windows():

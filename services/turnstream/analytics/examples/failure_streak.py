@@ -42,7 +42,7 @@ from typing import Any, Final
 import faust
 
 from turnstream.analytics.codecs import EVENTS_CODEC, Undecodable, register_codecs
-from turnstream.analytics.transport import use_read_committed
+from turnstream.analytics.transport import install_faust_fixes
 from turnstream.events import EnduringEvent, TurnDone, TurnFailed
 
 __all__ = [
@@ -219,7 +219,7 @@ def build_app(
         web_enabled=False,
         autodiscover=False,
     )
-    use_read_committed(app)  # the journal is written in transactions
+    install_faust_fixes(app)  # read_committed, no dropped records
     events = app.topic(
         events_topic,
         key_serializer="raw",
