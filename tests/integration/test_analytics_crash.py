@@ -28,6 +28,9 @@ from tests.integration.test_analytics_kafka import (
     running,
     settings_for,
 )
+from tests.integration.test_analytics_kafka import (
+    pytestmark as analytics_kafka_marks,
+)
 from tests.support.eventually import assert_eventually
 from tests.support.kafka import KafkaNames, create_topic
 
@@ -39,13 +42,8 @@ from turnstream.analytics.settings import AnalyticsSettings, Guarantee
 from turnstream.events import EnduringEvent, FailureKind
 from turnstream.wire.analytics_codec import AnalyticsSnapshot
 
-pytestmark = [
-    pytest.mark.kafka,
-    pytest.mark.filterwarnings("ignore:unclosed:ResourceWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:coroutine 'sleep' was never awaited:RuntimeWarning"
-    ),
-]
+# kafka, and the filters for faust's leftovers after an in-process stop.
+pytestmark = analytics_kafka_marks
 
 OUTCOMES = (TerminalKind.DONE, TerminalKind.FAILED, TerminalKind.INTERRUPTED)
 TRANSACTION_SIZE = 500
