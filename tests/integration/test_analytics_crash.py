@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from aiokafka.errors import KafkaError
 from tests.integration.test_analytics_kafka import (
     PARTITIONS,
     committed_offsets,
@@ -156,9 +157,16 @@ async def test_analytics_worker_stopped_mid_stream_counts_every_event_once(
 
         async def partly_committed() -> int:
             assert child.returncode is None, "the worker exited by itself"
-            offsets = await committed_offsets(
-                kafka_bootstrap, settings.app_id, settings.events_topic
-            )
+            try:
+                offsets = await committed_offsets(
+                    kafka_bootstrap, settings.app_id, settings.events_topic
+                )
+            except KafkaError as exc:
+                # A fresh broker creates __consumer_offsets on the first group:
+                # "coordinator not available" until then.
+                if not exc.retriable:
+                    raise
+                raise AssertionError(f"no group coordinator yet: {exc!r}") from exc
             done = sum(offsets.values())
             assert done > 0, "nothing committed yet"
             return done
