@@ -43,13 +43,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from turnstream.analytics.aggregate import (
-    FoldConfig,
-    LoopStats,
-    Position,
-    TerminalKind,
-    fold,
-)
+from turnstream.analytics.aggregate import FoldConfig, TerminalKind, fold_journal
 from turnstream.analytics.app import AnalyticsApp
 from turnstream.analytics.report import build_snapshot
 from turnstream.analytics.sample import LoopPlan, TurnPlan, build_journal
@@ -90,33 +84,6 @@ def make_journal(events: int, loops: int) -> list[EnduringEvent]:
     return build_journal(plans, seed=7)
 
 
-def _fold_all(
-    events: Sequence[EnduringEvent], config: FoldConfig
-) -> dict[str, LoopStats]:
-    states: dict[str, LoopStats] = {}
-    for offset, event in enumerate(events):
-        key = str(event.header.loop_id)
-        state = states.get(key)
-        if state is None:
-            state = states[key] = LoopStats.new(key, config)
-        fold(state, event, config, Position(0, offset))
-    return states
-
-
-def _decode_fold_all(
-    frames: Sequence[bytes], config: FoldConfig
-) -> dict[str, LoopStats]:
-    states: dict[str, LoopStats] = {}
-    for offset, frame in enumerate(frames):
-        event = unmarshal_event(frame)
-        key = str(event.header.loop_id)
-        state = states.get(key)
-        if state is None:
-            state = states[key] = LoopStats.new(key, config)
-        fold(state, event, config, Position(0, offset))
-    return states
-
-
 def _timed(fn: Any, repetitions: int) -> tuple[float, float]:
     times = []
     for _ in range(repetitions):
@@ -131,9 +98,11 @@ def bench_pure(events: int, loops: int, repetitions: int) -> dict[str, Any]:
     frames = [marshal_event(e) for e in journal]
     config = FoldConfig()
     n = len(journal)
-    fold_median, fold_best = _timed(lambda: _fold_all(journal, config), repetitions)
-    dec_median, dec_best = _timed(lambda: _decode_fold_all(frames, config), repetitions)
-    states = _fold_all(journal, config)
+    fold_median, fold_best = _timed(lambda: fold_journal(journal, config), repetitions)
+    dec_median, dec_best = _timed(
+        lambda: fold_journal(map(unmarshal_event, frames), config), repetitions
+    )
+    states = fold_journal(journal, config)
     snap_median, _ = _timed(
         lambda: build_snapshot(states.values(), config, app_id="bench"), repetitions
     )

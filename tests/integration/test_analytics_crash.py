@@ -35,7 +35,7 @@ from tests.integration.test_analytics_kafka import (
 from tests.support.eventually import assert_eventually
 from tests.support.kafka import KafkaNames, create_topic
 
-from turnstream.analytics.aggregate import LoopStats, Position, TerminalKind, fold
+from turnstream.analytics.aggregate import TerminalKind, fold_journal
 from turnstream.analytics.app import AnalyticsApp
 from turnstream.analytics.report import build_snapshot
 from turnstream.analytics.sample import LoopPlan, TurnPlan, build_journal
@@ -75,11 +75,7 @@ def reference(
 ) -> AnalyticsSnapshot:
     """The pure fold of the whole journal, merged like the worker merges it."""
     config = settings.fold_config()
-    states: dict[str, LoopStats] = {}
-    for offset, event in enumerate(events):
-        key = str(event.header.loop_id)
-        state = states.setdefault(key, LoopStats.new(key, config))
-        fold(state, event, config, Position(0, offset))
+    states = fold_journal(events, config)
     return build_snapshot(states.values(), config, app_id=settings.app_id)
 
 

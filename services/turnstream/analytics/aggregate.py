@@ -87,6 +87,7 @@ __all__ = [
     "TerminalKind",
     "add_usage",
     "fold",
+    "fold_journal",
     "micros_of",
     "window_start_ms",
 ]
@@ -551,6 +552,27 @@ def fold(
         return Outcome.DUPLICATE
     state.events_applied += 1
     return Outcome.APPLIED
+
+
+def fold_journal(
+    events: Iterable[EnduringEvent], config: FoldConfig
+) -> dict[str, LoopStats]:
+    """Fold a whole journal, in order, into fresh per-loop states.
+
+    The reference result for a journal read start to end: the events are
+    given the positions ``(0, 0)``, ``(0, 1)``, ... of one partition.
+
+    Returns:
+        Loop id -> its state.
+    """
+    states: dict[str, LoopStats] = {}
+    for offset, event in enumerate(events):
+        key = str(event.header.loop_id)
+        state = states.get(key)
+        if state is None:
+            state = states[key] = LoopStats.new(key, config)
+        fold(state, event, config, Position(0, offset))
+    return states
 
 
 def _already_applied(mark: Position | None, position: Position) -> bool:

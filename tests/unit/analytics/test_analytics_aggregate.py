@@ -32,6 +32,7 @@ from turnstream.analytics.aggregate import (
     Outcome,
     Position,
     fold,
+    fold_journal,
     micros_of,
     window_start_ms,
 )
@@ -107,6 +108,16 @@ def test_aggregate_known_journal_totals_are_exact():
     assert snap.duplicates_skipped == 0
     per_loop = {key: state.events_applied for key, state in states.items()}
     assert per_loop == {str(k): v for k, v in EVENTS_PER_LOOP.items()}
+
+
+def test_aggregate_fold_journal_is_the_known_journal_folded_in_order():
+    """fold_journal gives the known totals and every loop's last position."""
+    config = FoldConfig()
+    events = journal()
+    states = fold_journal(events, config)
+    check_known_totals(snapshot(states, config))
+    last = {str(e.header.loop_id): Position(0, i) for i, e in enumerate(events)}
+    assert {key: state.position for key, state in states.items()} == last
 
 
 def test_aggregate_known_journal_windows_are_exact():

@@ -12,13 +12,7 @@ import pytest
 
 from turnstream import analytics
 from turnstream.analytics.__main__ import build_parser, settings_from_args
-from turnstream.analytics.aggregate import (
-    FoldConfig,
-    LoopStats,
-    Position,
-    TerminalKind,
-    fold,
-)
+from turnstream.analytics.aggregate import FoldConfig, TerminalKind, fold_journal
 from turnstream.analytics.report import build_snapshot, totals_view, windows_view
 from turnstream.analytics.sample import LoopPlan, TurnPlan, build_journal
 from turnstream.analytics.settings import AnalyticsSettings, Guarantee
@@ -156,15 +150,7 @@ def test_views_render_totals_and_windows():
             ]
         )
     ]
-    states: dict[str, LoopStats] = {}
-    for offset, event in enumerate(build_journal(plans)):
-        key = str(event.header.loop_id)
-        fold(
-            states.setdefault(key, LoopStats.new(key, config)),
-            event,
-            config,
-            Position(0, offset),
-        )
+    states = fold_journal(build_journal(plans), config)
     snap = build_snapshot(
         states.values(), config, app_id="v", snapshot_id=uuid.UUID(int=3)
     )

@@ -9,13 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from turnstream.analytics.aggregate import (
-    FoldConfig,
-    LoopStats,
-    Position,
-    TerminalKind,
-    fold,
-)
+from turnstream.analytics.aggregate import FoldConfig, TerminalKind, fold_journal
 from turnstream.analytics.report import build_snapshot
 from turnstream.analytics.sample import LoopPlan, TurnPlan, build_journal
 from turnstream.errors import ConfigError, DecodeError, PayloadTooLargeError
@@ -47,15 +41,7 @@ def sample_snapshot() -> AnalyticsSnapshot:
             turns=[TurnPlan(TerminalKind.INTERRUPTED, latency_ms=90_000)], model=None
         ),
     ]
-    states: dict[str, LoopStats] = {}
-    for offset, event in enumerate(build_journal(plans, seed=2)):
-        key = str(event.header.loop_id)
-        fold(
-            states.setdefault(key, LoopStats.new(key, config)),
-            event,
-            config,
-            Position(0, offset),
-        )
+    states = fold_journal(build_journal(plans, seed=2), config)
     return build_snapshot(
         states.values(),
         config,
