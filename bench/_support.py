@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import platform
@@ -338,6 +339,12 @@ class Stopwatch:
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self._wall0
         self.cpu = time.process_time() - self._cpu0
+
+
+def write_json(path: Path, doc: Any) -> None:
+    """Write ``doc`` as indented JSON to ``path``, creating its folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
 def now_iso() -> str:

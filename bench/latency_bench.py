@@ -55,6 +55,7 @@ from _support import (
     service_for,
     topic_set,
     wait_until,
+    write_json,
 )
 from turnstream.content import TextChunk
 from turnstream.events import AnyEvent, LoopIdle, TokenDelta, TurnStarted
@@ -323,8 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     doc = {"measured_at": now_iso(), "machine": machine(), **result}
     print(json.dumps(doc, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_json(args.out, doc)
     return 0
 
 

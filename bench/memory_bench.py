@@ -41,6 +41,7 @@ from _support import (
     submit_command,
     topic_set,
     wait_until,
+    write_json,
 )
 from scale_bench import wait_group
 
@@ -138,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     doc = {"measured_at": now_iso(), "machine": machine(), **result}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_json(args.out, doc)
     print(f"wrote {args.out}")
     return 0
 

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _support import RESULTS_DIR, ROOT, load_average, now_iso
+from _support import RESULTS_DIR, ROOT, load_average, now_iso, write_json
 
 
 def one_run(scratch: Path | None, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summary,
     }
     print(json.dumps(summary, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_json(args.out, doc)
     print(f"wrote {args.out}")
     return 0
 

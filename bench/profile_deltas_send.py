@@ -33,6 +33,7 @@ from _support import (
     now_iso,
     quiet_kafka_logs,
     topic_set,
+    write_json,
 )
 
 SENDS = 5000
@@ -106,8 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_kafka_logs()
     doc = {"measured_at": now_iso(), **asyncio.run(bench(args.bootstrap, args.rounds))}
     print(json.dumps(doc, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_json(args.out, doc)
     return 0
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
@@ -47,6 +46,7 @@ from _support import (
     now_iso,
     quiet_kafka_logs,
     uptime_line,
+    write_json,
 )
 
 OUT_JSON = RESULTS_DIR / "latest.json"
@@ -430,8 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     suffix = "-quick" if args.quick else ""
     out = args.out or OUT_JSON.with_name(f"latest{suffix}.json")
     md_out = args.md or OUT_MD.with_name(f"latest{suffix}.md")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_json(out, doc)
     table = markdown(doc)
     md_out.write_text(table, encoding="utf-8")
     print()

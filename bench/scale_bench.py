@@ -42,6 +42,7 @@ from _support import (
     submit_command,
     topic_set,
     wait_until,
+    write_json,
 )
 
 RESULTS = RESULTS_DIR / "scale.json"
@@ -170,8 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     doc = {"measured_at": now_iso(), "machine": machine(), **result}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_json(args.out, doc)
     print(f"wrote {args.out}")
     return 0
 

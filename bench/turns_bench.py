@@ -60,6 +60,7 @@ from _support import (
     submit_command,
     topic_set,
     wait_until,
+    write_json,
 )
 from turnstream.ids import LoopId
 from turnstream.kafka.metrics import ServiceMetrics
@@ -444,8 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quiet_kafka_logs()
     doc = asyncio.run(_main(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_json(args.out, doc)
     print(f"wrote {args.out}")
     return 0
 
