@@ -145,9 +145,9 @@ class AnalyticsApp:
             # faust enables transactions (and read_committed) only "in a
             # worker"; this app is started without faust.Worker.
             app.in_worker = True
-        # Always: read_committed under at-least-once too, the post-rebalance
-        # seek for partitions without a commit, and no queue clearing on a
-        # second flow resume (transport.py).
+        # Always, in both modes: read_committed, no record dropped around a
+        # rebalance, changelog drained before commits, clean stops
+        # (transport.py lists each fix).
         install_faust_fixes(app)
         self._events = app.topic(
             s.events_topic,
