@@ -33,18 +33,18 @@ from aiokafka.partitioner import DefaultPartitioner
 from turnstream.commands import SubmitInput
 from turnstream.content import TextBlock, UserMessage
 from turnstream.ids import LoopId
-from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.config import KafkaConnection
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import WriterSettings
-from turnstream.kafka.records import loop_key
-from turnstream.kafka.service import LoopActorService, ServiceSettings
-from turnstream.kafka.topics import (
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.service import LoopActorService, ServiceSettings
+from turnstream.kafka.actor.writer import WriterSettings
+from turnstream.kafka.admin.topics import (
     apply_topics,
     delete_topics,
     load_topic_set,
     resolve_topics,
 )
+from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.connection import KafkaConnection
+from turnstream.kafka.records import loop_key
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.model import ModelClient

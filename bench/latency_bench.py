@@ -60,8 +60,8 @@ from _support import (
 from turnstream.content import TextChunk
 from turnstream.events import AnyEvent, LoopIdle, TokenDelta, TurnStarted
 from turnstream.ids import LoopId
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.session_client import KafkaSession
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.client.session import KafkaSession
 from turnstream.runtime.model import ModelClient, ModelEvent, ModelRequest
 from turnstream.runtime.subscription import EventFilter
 from turnstream.testing import ScriptedModel, text_step

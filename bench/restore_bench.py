@@ -46,19 +46,19 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import LoopId
-from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.config import KafkaConnection
-from turnstream.kafka.journal import PartitionJournal
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import PartitionWriter, WriterSettings
-from turnstream.kafka.reader import read_journal, read_latest_states
-from turnstream.kafka.records import loop_key
-from turnstream.kafka.topics import (
+from turnstream.kafka.actor.journal import PartitionJournal
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.writer import PartitionWriter, WriterSettings
+from turnstream.kafka.admin.topics import (
     apply_topics,
     delete_topics,
     load_topic_set,
     resolve_topics,
 )
+from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.connection import KafkaConnection
+from turnstream.kafka.reader import read_journal, read_latest_states
+from turnstream.kafka.records import loop_key
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.fold import fold_loop
 from turnstream.state import LoopState

@@ -63,7 +63,7 @@ from _support import (
     write_json,
 )
 from turnstream.ids import LoopId
-from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.model import ModelClient
 from turnstream.testing import FunctionTool, ScriptedModel, call, text_step, tool_step

@@ -31,8 +31,8 @@ from tests.support.eventually import assert_eventually
 from typer.testing import CliRunner
 
 from turnstream.cli.main import app
-from turnstream.kafka.config import KafkaConnection
-from turnstream.kafka.topics import apply_topics, load_topic_set, resolve_topics
+from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
+from turnstream.kafka.connection import KafkaConnection
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

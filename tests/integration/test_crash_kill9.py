@@ -40,7 +40,7 @@ from tests.support.eventually import assert_eventually
 
 from turnstream.events import TurnInterrupted, TurnStarted
 from turnstream.ids import LoopId
-from turnstream.kafka.session_client import KafkaSession
+from turnstream.kafka.client.session import KafkaSession
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

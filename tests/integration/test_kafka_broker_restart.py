@@ -40,8 +40,8 @@ from turnstream.devbroker import BrokerSettings, DevBroker
 from turnstream.events import TurnDone, TurnStarted
 from turnstream.ids import LoopId
 from turnstream.kafka import broker_answers
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import WriterSettings
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.writer import WriterSettings
 from turnstream.models import DemoModel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(240)]

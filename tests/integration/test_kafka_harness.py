@@ -24,14 +24,14 @@ from tests.support.kafka import delete_topics, list_topics, wait_for_topic
 
 from turnstream.events import AnyEvent, EnduringEvent, TurnStarted
 from turnstream.ids import LoopId
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.service import LoopActorService, ServiceSettings
+from turnstream.kafka.actor.writer import WriterSettings
+from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
+from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.config import KafkaConnection
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import WriterSettings
+from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.reader import JournalEntry, read_journal
-from turnstream.kafka.service import LoopActorService, ServiceSettings
-from turnstream.kafka.session_client import KafkaSession
-from turnstream.kafka.topics import apply_topics, load_topic_set, resolve_topics
 from turnstream.kafka.topology import TopicNames
 from turnstream.loop_actor.tools import tool_set
 from turnstream.models import DemoModel

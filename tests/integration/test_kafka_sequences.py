@@ -44,8 +44,8 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import LoopId
-from turnstream.kafka.service import LoopActorService
-from turnstream.kafka.session_client import KafkaSession
+from turnstream.kafka.actor.service import LoopActorService
+from turnstream.kafka.client.session import KafkaSession
 from turnstream.loop_actor.tools import tool_set
 from turnstream.runtime.model import StreamEnd
 from turnstream.testing import (

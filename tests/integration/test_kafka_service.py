@@ -32,9 +32,9 @@ from tests.support.kafka import KafkaNames, consume_all, create_topic
 from turnstream.errors import ConfigError
 from turnstream.events import Header, LoopStarted
 from turnstream.ids import LoopId
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.writer import PartitionWriter, WriterSettings, WriterState
 from turnstream.kafka.faults import PartitionFencedError
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import PartitionWriter, WriterSettings, WriterState
 from turnstream.kafka.records import (
     DLQ_OFFSET,
     DLQ_PARTITION,

@@ -34,8 +34,8 @@ from tests.support.eventually import assert_eventually
 from turnstream.content import AIMessage, TextChunk, ToolResultMessage, UserMessage
 from turnstream.events import TurnInterrupted, TurnStarted
 from turnstream.ids import LoopId
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import transactional_id
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.writer import transactional_id
 from turnstream.kafka.topology import TopicNames
 from turnstream.testing import (
     FunctionTool,

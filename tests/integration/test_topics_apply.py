@@ -20,8 +20,8 @@ from turnstream.kafka import (
     load_topic_set,
     resolve_topics,
 )
-from turnstream.kafka.topic_changes import topic_overrides
-from turnstream.kafka.topics import DesiredTopic
+from turnstream.kafka.admin.topic_changes import topic_overrides
+from turnstream.kafka.admin.topics import DesiredTopic
 
 pytestmark = pytest.mark.kafka
 

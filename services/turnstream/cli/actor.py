@@ -47,11 +47,11 @@ from turnstream.cli.settings import (
     parse_log_format,
     parse_log_level,
 )
-from turnstream.kafka.admin import check_broker
-from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.service import LoopActorService
+from turnstream.kafka.admin.probe import check_broker
+from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
 from turnstream.kafka.security import Secret
-from turnstream.kafka.service import LoopActorService
-from turnstream.kafka.topics import apply_topics, load_topic_set, resolve_topics
 from turnstream.loop_actor import ActorSettings, parse_settings, run_service
 from turnstream.loop_actor.metrics_http import serve_health
 from turnstream.observability import configure_logging

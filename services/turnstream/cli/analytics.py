@@ -21,7 +21,7 @@ from turnstream.cli.actor import LogFormatOption, LogLevelOption
 from turnstream.cli.chat import BootstrapOption
 from turnstream.cli.failures import exit_on_errors, fail
 from turnstream.cli.settings import ExitCode, parse_log_format, parse_log_level
-from turnstream.kafka.config import resolve_bootstrap
+from turnstream.kafka.connection import resolve_bootstrap
 from turnstream.observability import configure_logging
 
 __all__ = ["app"]

@@ -51,7 +51,7 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import LoopId
-from turnstream.kafka.session_client import KafkaSession
+from turnstream.kafka.client.session import KafkaSession
 from turnstream.runtime.subscription import Subscription
 
 __all__ = ["BootstrapOption", "TimeoutOption", "TurnFollower", "chat"]

@@ -61,10 +61,10 @@ from turnstream.cli.watch import EventPrinter, connect_session
 from turnstream.errors import TransportError, TurnstreamError
 from turnstream.ids import LoopId
 from turnstream.kafka import BOOTSTRAP_ENV
-from turnstream.kafka.admin import check_broker
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.service import LoopActorService
-from turnstream.kafka.topics import (
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.service import LoopActorService
+from turnstream.kafka.admin.probe import check_broker
+from turnstream.kafka.admin.topics import (
     ApplyReport,
     TopicOutcome,
     apply_topics,

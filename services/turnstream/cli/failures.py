@@ -31,6 +31,7 @@ from turnstream.cli._common import err_console
 from turnstream.cli.settings import ExitCode
 from turnstream.devbroker import BrokerError
 from turnstream.errors import ConfigError, TransportError, TurnstreamError
+from turnstream.kafka.admin.topic_changes import is_safe_drift
 from turnstream.kafka.errors import (
     BrokerUnreachableError,
     ConfigMismatch,
@@ -38,7 +39,6 @@ from turnstream.kafka.errors import (
     TopicConfigMismatchError,
     TopicCreateError,
 )
-from turnstream.kafka.topic_changes import is_safe_drift
 
 __all__ = ["exit_on_errors", "explain", "fail", "mismatch_hint"]
 

@@ -32,7 +32,7 @@ from typing import Final
 
 from turnstream.errors import ConfigError
 from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.config import KafkaConnection, resolve_bootstrap
+from turnstream.kafka.connection import KafkaConnection, resolve_bootstrap
 from turnstream.kafka.security import KafkaSecurity
 from turnstream.kafka.topology import TopicNames
 from turnstream.loop_actor.settings import parse_security

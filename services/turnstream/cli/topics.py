@@ -1,6 +1,6 @@
 """``turnstream topics apply``: create and validate the declared topic set.
 
-Owns the command-line side of ``turnstream.kafka.topics``: options, reading
+Owns the command-line side of ``turnstream.kafka.admin.topics``: options, reading
 ``infra/topics.yaml`` and the result table. Exit codes (shared with every command,
 see :mod:`turnstream.cli.failures`): 0 when every topic exists as declared (created,
 already so, or altered with ``--alter``), 1 when a topic differs, 2 for a bad flag,

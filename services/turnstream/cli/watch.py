@@ -1,7 +1,7 @@
 """Plumbing the event-watching commands share: connect, read, print.
 
 Owns :func:`connect_session` (probe the broker, then open a
-:class:`~turnstream.kafka.session_client.KafkaSession` on the configured topic
+:class:`~turnstream.kafka.client.session.KafkaSession` on the configured topic
 set), :func:`loop_filter`, :func:`next_events` (one bounded read of a
 subscription through :class:`~turnstream.cli.ordering.LiveOrder`) and
 :class:`EventPrinter` (the renderer's text to a rich console, styled on a
@@ -21,8 +21,8 @@ from turnstream.cli.render import EventRenderer, style_of
 from turnstream.cli.settings import KafkaTarget
 from turnstream.events import AnyEvent
 from turnstream.ids import LoopId
-from turnstream.kafka.admin import check_broker
-from turnstream.kafka.session_client import KafkaSession
+from turnstream.kafka.admin.probe import check_broker
+from turnstream.kafka.client.session import KafkaSession
 from turnstream.runtime.subscription import EventFilter, LoopScope, Subscription
 
 __all__ = [

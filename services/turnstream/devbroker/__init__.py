@@ -6,8 +6,8 @@ A table of contents. ``DevBroker`` fetches the broker jars from Maven Central in
 caller-supplied readiness probe (an admin call) succeeds; ``down`` stops it.
 
 Everything here is stdlib-only and runs subprocesses: this package must not import
-aiokafka (the probe that speaks Kafka lives in ``turnstream.kafka.admin``; the CLI and
-the test fixture compose the two).
+aiokafka (the probe that speaks Kafka lives in ``turnstream.kafka.admin.probe``;
+the CLI and the test fixture compose the two).
 """
 
 from turnstream.devbroker.errors import (

@@ -1,31 +1,27 @@
 """Kafka adapters: the only package that imports aiokafka.
 
-A table of contents. This part holds the admin side:
+A table of contents, by role -- open the folder of the job at hand:
 
-- ``config``: ``KafkaConnection`` (bootstrap servers and per-call timeouts) and the
-  bootstrap resolution from flags and ``KAFKA_BOOTSTRAP_SERVERS``;
-- ``admin``: bounded admin sessions (built by ``KafkaClients``, so they take the
-  same ``KafkaSecurity``), the broker readiness probe and the transactional round
-  trip ``turnstream smoke`` runs;
-- ``topics``: ``infra/topics.yaml`` and its idempotent ``apply_topics``;
-  ``topic_changes``: waiting until created topics are visible, and the safe
-  in-place config changes of ``topics apply --alter``;
-- ``errors``: ``BrokerUnreachableError``, ``TopicCreateError``,
-  ``TopicAlterError``, ``TopicConfigMismatchError``.
+- ``client/``: what an application needs to talk to loops -- ``KafkaSession``
+  (submit, interrupt, answer gates, subscribe, replay);
+- ``actor/``: the loop-actor service -- ``LoopActorService`` (group member),
+  ``PartitionRunner`` (one owned partition), ``PartitionWriter`` (its
+  transactions), ``CommandOffsets``, ``PartitionJournal``, ``DeltaPublisher``,
+  ``ServiceMetrics``;
+- ``admin/``: brokers and topics -- readiness probe, ``turnstream smoke``'s
+  round trip, ``infra/topics.yaml`` and ``apply_topics``.
 
-The loop-actor side (the runtime's ports on Kafka):
+Shared by all three, beside them:
 
-- ``security``: ``KafkaSecurity`` and ``Secret``; ``clients``: ``KafkaClients``,
-  which builds every producer, consumer and admin client from one settings object;
-- ``topology``: ``TopicNames`` and the co-partitioning check;
-- ``service``: ``LoopActorService`` (consumer group member, rebalance handling) and
-  ``ServiceSettings``; ``runner``: one owned partition; ``partition``: its
-  transactional ``PartitionWriter``; ``offsets``: the command-offset ledger;
-- ``journal``: the ``Journal`` port (state snapshots + journal tail);
-  ``reader``: bounded partition scans; ``deltas``: the live-only ``LiveHub``;
-- ``session_client``: ``KafkaSession``, the Session API over Kafka;
-- ``metrics``: ``ServiceMetrics`` (readiness, counters, commit latency, lag);
-  ``faults``/``records``: error classification, keys and dead-letter headers.
+- ``connection``: ``KafkaConnection`` (bootstrap servers and per-call
+  timeouts) and the bootstrap resolution from flags and
+  ``KAFKA_BOOTSTRAP_SERVERS``; ``security``: ``KafkaSecurity`` and ``Secret``;
+  ``clients``: ``KafkaClients``, which builds every producer, consumer and
+  admin client from one settings object;
+- ``topology``: ``TopicNames`` and the co-partitioning check; ``records``:
+  record keys and dead-letter headers; ``reader``: bounded partition scans;
+- ``errors``: typed admin errors; ``faults``: classification of aiokafka
+  errors (retriable, fenced, permanent) and the partition errors.
 
 Limits to configure on the broker: a loop's state record holds its whole history,
 so raise ``max.message.bytes`` of ``turnstream.loops.v1`` (and of
@@ -34,9 +30,12 @@ so raise ``max.message.bytes`` of ``turnstream.loops.v1`` (and of
 writer's ``state_max_bytes`` is stored as a "replay the journal" marker instead.
 
 Nothing outside ``turnstream.kafka`` (and the composition roots and CLI that wire it)
-may import aiokafka; the core never imports this package.
+may import aiokafka; the core never imports this package (import-linter checks both).
 """
 
+from turnstream.kafka.actor.metrics import LatencyHistogram, ServiceMetrics
+from turnstream.kafka.actor.service import LoopActorService, ServiceSettings
+from turnstream.kafka.actor.writer import PartitionWriter, WriterSettings
 from turnstream.kafka.admin import (
     ClusterInfo,
     RoundTrip,
@@ -45,8 +44,23 @@ from turnstream.kafka.admin import (
     check_broker,
     transactional_round_trip,
 )
+from turnstream.kafka.admin.topic_changes import is_safe_drift
+from turnstream.kafka.admin.topics import (
+    ApplyReport,
+    DesiredTopic,
+    TopicOutcome,
+    TopicResult,
+    TopicSetSpec,
+    apply_topics,
+    delete_topics,
+    diff_topic,
+    load_topic_set,
+    parse_topic_set,
+    resolve_topics,
+)
+from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.config import (
+from turnstream.kafka.connection import (
     BOOTSTRAP_ENV,
     DEFAULT_BOOTSTRAP,
     KafkaConnection,
@@ -65,29 +79,11 @@ from turnstream.kafka.faults import (
     PartitionClosedError,
     PartitionFencedError,
 )
-from turnstream.kafka.metrics import LatencyHistogram, ServiceMetrics
-from turnstream.kafka.partition import PartitionWriter, WriterSettings
 from turnstream.kafka.security import (
     KafkaSecurity,
     SaslMechanism,
     Secret,
     SecurityProtocol,
-)
-from turnstream.kafka.service import LoopActorService, ServiceSettings
-from turnstream.kafka.session_client import KafkaSession
-from turnstream.kafka.topic_changes import is_safe_drift
-from turnstream.kafka.topics import (
-    ApplyReport,
-    DesiredTopic,
-    TopicOutcome,
-    TopicResult,
-    TopicSetSpec,
-    apply_topics,
-    delete_topics,
-    diff_topic,
-    load_topic_set,
-    parse_topic_set,
-    resolve_topics,
 )
 from turnstream.kafka.topology import TopicNames
 

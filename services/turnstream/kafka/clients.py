@@ -22,7 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from turnstream.errors import TransportError
-from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.security import KafkaSecurity
 

@@ -15,7 +15,7 @@ import signal
 import sys
 
 from turnstream.errors import ConfigError, TurnstreamError
-from turnstream.kafka.service import LoopActorService
+from turnstream.kafka.actor.service import LoopActorService
 from turnstream.loop_actor.app import run_service
 from turnstream.loop_actor.settings import ActorSettings, parse_settings
 

@@ -1,11 +1,11 @@
 """The composition root: settings in, a running loop-actor service out.
 
 Owns :func:`build_service` (schemas and codec, model client, tools, loop
-configuration, Kafka clients and the :class:`~turnstream.kafka.service.
+configuration, Kafka clients and the :class:`~turnstream.kafka.actor.service.
 LoopActorService`) and :func:`run_service` (build, run until shutdown, close
 what was built). The CLI's ``turnstream actor run`` and ``python -m
 turnstream.loop_actor`` both call :func:`run_service`; a metrics exporter reads
-``service.metrics`` (see :class:`~turnstream.kafka.metrics.ServiceMetrics`).
+``service.metrics`` (see :class:`~turnstream.kafka.actor.metrics.ServiceMetrics`).
 
 Settings arrive as one typed object; nothing here reads the environment.
 """
@@ -18,11 +18,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from turnstream.ids import LoopId
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.service import LoopActorService, ServiceSettings
+from turnstream.kafka.actor.writer import WriterSettings
 from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.config import KafkaConnection
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import WriterSettings
-from turnstream.kafka.service import LoopActorService, ServiceSettings
+from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.topology import TopicNames
 from turnstream.loop_actor.settings import ActorSettings
 from turnstream.loop_actor.tools import tool_set

@@ -1,7 +1,7 @@
 """The loop actor's health endpoint: Prometheus ``/metrics`` plus ``/ready``.
 
 Owns :func:`serve_health`, which exports a service's
-:class:`~turnstream.kafka.metrics.ServiceMetrics` (turns started, steps,
+:class:`~turnstream.kafka.actor.metrics.ServiceMetrics` (turns started, steps,
 terminals by kind, commit latency, consumer lag, delta drops …) through
 :class:`~turnstream.observability.HealthServer`. ``/ready`` answers 200 once
 the service has joined its group and restored every assigned partition, 503
@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from turnstream.errors import ConfigError
-from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.observability import HealthServer, service_registry
 from turnstream.observability.http import DEFAULT_HOST
 

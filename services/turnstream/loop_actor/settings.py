@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from turnstream.errors import ConfigError
-from turnstream.kafka.config import resolve_bootstrap
+from turnstream.kafka.connection import resolve_bootstrap
 from turnstream.kafka.security import (
     KafkaSecurity,
     SaslMechanism,

@@ -1,7 +1,7 @@
 """The loop-actor service's counters, exported in the Prometheus format.
 
 Owns :class:`MetricsSource` and :class:`HistogramSource` (the structural shape
-of the counters the service keeps, e.g. ``turnstream.kafka.metrics.
+of the counters the service keeps, e.g. ``turnstream.kafka.actor.metrics.
 ServiceMetrics``), :class:`ServiceCollector`, which reads such a source at every
 scrape (nothing is copied or double-counted between scrapes), and
 :func:`service_registry`, a private :class:`~prometheus_client.CollectorRegistry`

@@ -14,8 +14,9 @@ from tests.support.listener import (
     first_bytes_listener,
 )
 
-from turnstream.kafka.admin import admin_clients, admin_session, check_broker
-from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.admin.probe import admin_clients, admin_session, check_broker
+from turnstream.kafka.admin.topics import apply_topics
+from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.errors import BrokerUnreachableError
 from turnstream.kafka.security import (
     KafkaSecurity,
@@ -23,7 +24,6 @@ from turnstream.kafka.security import (
     Secret,
     SecurityProtocol,
 )
-from turnstream.kafka.topics import apply_topics
 
 
 @pytest.fixture

@@ -30,9 +30,9 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import LoopId
+from turnstream.kafka.actor.journal import PartitionJournal
+from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
-from turnstream.kafka.journal import PartitionJournal
-from turnstream.kafka.metrics import ServiceMetrics
 from turnstream.kafka.reader import SnapshotRead
 from turnstream.state import LoopState
 

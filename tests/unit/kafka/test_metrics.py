@@ -9,7 +9,7 @@ import pytest
 
 from turnstream.content import AIMessage, TextBlock
 from turnstream.events import Header, StepDone, TurnDone, TurnInterrupted
-from turnstream.kafka.metrics import LatencyHistogram, ServiceMetrics
+from turnstream.kafka.actor.metrics import LatencyHistogram, ServiceMetrics
 
 
 def test_metrics_histogram_is_cumulative() -> None:

@@ -6,7 +6,7 @@ from uuid import uuid4
 
 import pytest
 
-from turnstream.kafka.offsets import CommandOffsets
+from turnstream.kafka.actor.offsets import CommandOffsets
 
 
 def test_offsets_nothing_read_means_nothing_to_commit() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from turnstream.errors import ConfigError
 from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.security import (
     KafkaSecurity,
     SaslMechanism,

@@ -24,10 +24,10 @@ from turnstream.kafka import (
     load_topic_set,
     resolve_topics,
 )
+from turnstream.kafka.admin.topic_changes import wait_until_visible
+from turnstream.kafka.admin.topics import reconcile_topics
 from turnstream.kafka.clients import DEFAULT_MAX_REQUEST_BYTES
-from turnstream.kafka.config import KafkaConnection
-from turnstream.kafka.topic_changes import wait_until_visible
-from turnstream.kafka.topics import reconcile_topics
+from turnstream.kafka.connection import KafkaConnection
 
 TOPICS_YAML = Path(__file__).resolve().parents[3] / "infra" / "topics.yaml"
 DECLARED = {t.name: t for t in resolve_topics(load_topic_set(TOPICS_YAML))}

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from turnstream.kafka.metrics import ServiceMetrics
+from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.observability import HealthServer, service_registry
 
 

@@ -24,8 +24,8 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from turnstream.errors import ContractError
 from turnstream.events import EnduringEvent, EphemeralEvent
+from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
-from turnstream.kafka.metrics import ServiceMetrics
 from turnstream.kafka.records import loop_key
 from turnstream.wire import Codec
 

@@ -57,7 +57,7 @@ from turnstream.events import (
 )
 from turnstream.ids import CommandId, GateId, LoopId, SessionId
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
-from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import JournalEntry, read_journal
 from turnstream.kafka.records import loop_key

@@ -3,7 +3,7 @@
 Owns :class:`LoopActorService` and :class:`ServiceSettings`. The service
 consumes ``turnstream.commands.v1`` in a consumer group (auto-commit off,
 ``read_committed``) and, per assigned partition, runs a
-:class:`~turnstream.kafka.runner.PartitionRunner` (one transactional producer
+:class:`~turnstream.kafka.actor.runner.PartitionRunner` (one transactional producer
 with a stable id, the journal, the loop actors). Offsets are committed only
 inside those transactions.
 
@@ -42,12 +42,12 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from turnstream.errors import TransportError, TurnstreamError
+from turnstream.kafka.actor.deltas import DeltaPublisher
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.runner import PartitionRunner, RunnerContext, SetupFor
+from turnstream.kafka.actor.writer import WriterSettings, WriterState
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
-from turnstream.kafka.deltas import DeltaPublisher
 from turnstream.kafka.faults import Fault, classify, transport_error
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import WriterSettings, WriterState
-from turnstream.kafka.runner import PartitionRunner, RunnerContext, SetupFor
 from turnstream.kafka.topology import TopicNames, check_copartitioned
 from turnstream.runtime.ports import Clock, IdSource, RandomIds, SystemClock
 from turnstream.wire import Codec

@@ -5,7 +5,7 @@ written or restored, plus the events committed since, folded with the
 runtime's :func:`~turnstream.runtime.fold.fold_loop` only when a state record
 is due) and the ids of the commands it answered (to skip redelivered ones).
 ``append`` hands one commit to the partition's
-:class:`~turnstream.kafka.partition.PartitionWriter` (one transaction) and
+:class:`~turnstream.kafka.actor.writer.PartitionWriter` (one transaction) and
 changes nothing here unless it committed; ``recover`` answers from memory,
 else from the snapshots read at assignment, else from the journal.
 
@@ -48,10 +48,10 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import CommandId, LoopId
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.writer import PartitionWriter
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.faults import PartitionClosedError
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import PartitionWriter
 from turnstream.kafka.reader import SnapshotRead, read_journal
 from turnstream.runtime.fold import fold_loop
 from turnstream.runtime.inbox import SEEN_WINDOW, SeenCommands

@@ -28,7 +28,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from turnstream.errors import TransportError
 from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.errors import BrokerUnreachableError
 from turnstream.kafka.security import KafkaSecurity
 

@@ -38,19 +38,19 @@ from pydantic import (
 )
 
 from turnstream.errors import ConfigError, TransportError
-from turnstream.kafka.admin import admin_session, bounded
-from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.admin.probe import admin_session, bounded
+from turnstream.kafka.admin.topic_changes import (
+    alter_topic_configs,
+    safe_changes,
+    wait_until_visible,
+)
+from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.errors import (
     ConfigMismatch,
     TopicConfigMismatchError,
     TopicCreateError,
 )
 from turnstream.kafka.security import KafkaSecurity
-from turnstream.kafka.topic_changes import (
-    alter_topic_configs,
-    safe_changes,
-    wait_until_visible,
-)
 
 __all__ = [
     "ApplyReport",

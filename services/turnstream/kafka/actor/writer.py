@@ -3,7 +3,7 @@
 Owns :class:`PartitionWriter`: the partition's transactional producer (stable
 transactional id ``{prefix}-{group}-{commands topic}-{partition}``, so a newer
 owner fences this one), its single writer task, and its
-:class:`~turnstream.kafka.offsets.CommandOffsets` ledger. Every durable commit
+:class:`~turnstream.kafka.actor.offsets.CommandOffsets` ledger. Every durable commit
 of every loop of the partition goes through it:
 
 * one request = the events of one ``Journal.append`` (+ that loop's state);
@@ -46,6 +46,8 @@ from aiokafka import TopicPartition
 
 from turnstream.errors import TransportError
 from turnstream.events import EnduringEvent
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.offsets import CommandOffsets
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.faults import (
     CommitFailedError,
@@ -54,8 +56,6 @@ from turnstream.kafka.faults import (
     PartitionFencedError,
     classify,
 )
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.offsets import CommandOffsets
 from turnstream.kafka.reader import record_visible
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.topology import TopicNames

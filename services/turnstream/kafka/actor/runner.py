@@ -39,17 +39,17 @@ from turnstream.commands import AnyCommand, Shutdown, SubmitInput
 from turnstream.errors import DecodeError, TransportError, TurnstreamError
 from turnstream.events import Agency
 from turnstream.ids import CommandId, LoopId, SessionId
-from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.deltas import DeltaPublisher
-from turnstream.kafka.faults import PartitionClosedError
-from turnstream.kafka.journal import PartitionJournal
-from turnstream.kafka.metrics import ServiceMetrics
-from turnstream.kafka.partition import (
+from turnstream.kafka.actor.deltas import DeltaPublisher
+from turnstream.kafka.actor.journal import PartitionJournal
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.writer import (
     PartitionWriter,
     WriterSettings,
     WriterState,
     transactional_id,
 )
+from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.faults import PartitionClosedError
 from turnstream.kafka.reader import read_latest_states
 from turnstream.kafka.records import dead_letter_headers, dead_letter_id, parse_loop_key
 from turnstream.kafka.topology import TopicNames

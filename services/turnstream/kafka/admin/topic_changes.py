@@ -28,8 +28,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import for_code
 
 from turnstream.errors import TransportError
-from turnstream.kafka.admin import bounded
-from turnstream.kafka.config import KafkaConnection
+from turnstream.kafka.admin.probe import bounded
+from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.errors import ConfigMismatch, TopicAlterError
 
 __all__ = [

@@ -1,0 +1,51 @@
+"""The loop-actor side of the Kafka adapters: turnstream's loops as a group member.
+
+A table of contents, in the order a command travels:
+
+- ``service``: :class:`LoopActorService` (consumer-group member, rebalance
+  handling, ordered shutdown) and :class:`ServiceSettings`;
+- ``runner``: :class:`PartitionRunner`, everything done for one owned commands
+  partition (decode, dispatch to loop actors, dead letters, handover);
+- ``writer``: :class:`PartitionWriter`, the partition's transactional producer
+  and its single writer task (events + state + offsets in one transaction);
+- ``offsets``: :class:`CommandOffsets`, the command-offset ledger;
+- ``journal``: :class:`PartitionJournal`, the runtime's ``Journal`` port for the
+  loops of one partition (snapshots + journal tail);
+- ``deltas``: :class:`DeltaPublisher`, the live-only ``LiveHub`` (ephemeral
+  events to the deltas topic);
+- ``metrics``: :class:`ServiceMetrics`, what ``/metrics`` and ``/ready`` show.
+
+Imports the shared modules of :mod:`turnstream.kafka` (connection, security,
+clients, faults, records, topology, reader), the runtime and the wire codec;
+never the client or admin subpackages, never a composition root.
+"""
+
+from turnstream.kafka.actor.deltas import DeltaPublisher
+from turnstream.kafka.actor.journal import PartitionJournal
+from turnstream.kafka.actor.metrics import LatencyHistogram, ServiceMetrics
+from turnstream.kafka.actor.offsets import CommandOffsets
+from turnstream.kafka.actor.runner import PartitionRunner, RunnerContext, SetupFor
+from turnstream.kafka.actor.service import LoopActorService, ServiceSettings
+from turnstream.kafka.actor.writer import (
+    PartitionWriter,
+    WriterSettings,
+    WriterState,
+    transactional_id,
+)
+
+__all__ = [
+    "CommandOffsets",
+    "DeltaPublisher",
+    "LatencyHistogram",
+    "LoopActorService",
+    "PartitionJournal",
+    "PartitionRunner",
+    "PartitionWriter",
+    "RunnerContext",
+    "ServiceMetrics",
+    "ServiceSettings",
+    "SetupFor",
+    "WriterSettings",
+    "WriterState",
+    "transactional_id",
+]

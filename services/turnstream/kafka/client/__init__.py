@@ -1,0 +1,35 @@
+"""The client side of the Kafka adapters: what an application that talks to loops needs.
+
+A table of contents:
+
+- ``session``: :class:`KafkaSession`, the Session API over Kafka (submit,
+  interrupt, gate answers, retract; live subscriptions merging the journal and
+  the deltas topic; journal replay).
+
+With it, from the shared modules of :mod:`turnstream.kafka`: where the brokers
+are (:class:`~turnstream.kafka.connection.KafkaConnection`), how to reach them
+securely (:class:`~turnstream.kafka.security.KafkaSecurity`) and which topics
+to use (:class:`~turnstream.kafka.topology.TopicNames`); all four are exported
+here, so a client imports from one place. Never imports the actor or admin
+subpackages.
+"""
+
+from turnstream.kafka.client.session import KafkaSession
+from turnstream.kafka.connection import KafkaConnection
+from turnstream.kafka.security import (
+    KafkaSecurity,
+    SaslMechanism,
+    Secret,
+    SecurityProtocol,
+)
+from turnstream.kafka.topology import TopicNames
+
+__all__ = [
+    "KafkaConnection",
+    "KafkaSecurity",
+    "KafkaSession",
+    "SaslMechanism",
+    "Secret",
+    "SecurityProtocol",
+    "TopicNames",
+]
