@@ -33,10 +33,11 @@ fmt:
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-check:  ## formatting, lint, types
+check:  ## formatting, lint, types, import contracts (pyproject's [tool.importlinter])
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test:  ## all lanes: unit + kafka (the kafka fixture starts/reuses the local broker)
 	$(BIN)/pytest tests
