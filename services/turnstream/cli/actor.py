@@ -15,26 +15,22 @@ share the commands partitions. Must not import aiokafka.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from turnstream.cli.__main__ import stop_on_signals
-from turnstream.cli.chat import BootstrapOption
 from turnstream.cli.failures import exit_on_errors
-from turnstream.cli.security import (
-    SaslMechanismOption,
-    SaslUsernameOption,
-    SecurityProtocolOption,
-    SslCafileOption,
-    SslCertfileOption,
-    SslKeyfileOption,
-    security_flags,
+from turnstream.cli.kafka_options import TopicAffixes, kafka_options
+from turnstream.cli.options import (
+    BaseUrlOption,
+    ChunkDelayOption,
+    GroupOption,
+    LogFormatOption,
+    LogLevelOption,
+    ModelOption,
 )
 from turnstream.cli.settings import (
     DEFAULT_GROUP_ID,
@@ -44,28 +40,20 @@ from turnstream.cli.settings import (
     KafkaTarget,
     MetricsEndpoint,
     ModelChoice,
+    actor_settings,
     parse_log_format,
     parse_log_level,
 )
+from turnstream.cli.signals import stop_on_signals
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.admin.probe import check_broker
 from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
-from turnstream.kafka.security import Secret
-from turnstream.loop_actor import ActorSettings, parse_settings, run_service
+from turnstream.loop_actor import ActorSettings, run_service
 from turnstream.loop_actor.metrics_http import serve_health
 from turnstream.observability import configure_logging
 
-__all__ = [
-    "BaseUrlOption",
-    "ChunkDelayOption",
-    "GroupOption",
-    "LogFormatOption",
-    "LogLevelOption",
-    "ModelOption",
-    "actor_settings",
-    "app",
-]
+__all__ = ["app"]
 
 _log = logging.getLogger("turnstream.cli.actor")
 
@@ -73,100 +61,6 @@ app = typer.Typer(
     help="Run the loop-actor service (the process that runs turns).",
     no_args_is_help=True,
 )
-
-ModelOption = Annotated[
-    str,
-    typer.Option(
-        "--model",
-        "-m",
-        envvar=ENV.MODEL,
-        help="demo | openai:NAME | anthropic:NAME. The API key is read from "
-        "OPENAI_API_KEY / ANTHROPIC_API_KEY (never a flag).",
-    ),
-]
-BaseUrlOption = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url",
-        envvar=ENV.BASE_URL,
-        help="Model API root, e.g. http://127.0.0.1:11434/v1 for a local "
-        "OpenAI-compatible server (default: the provider's).",
-        show_default=False,
-    ),
-]
-ChunkDelayOption = Annotated[
-    float,
-    typer.Option(
-        "--chunk-delay",
-        envvar=ENV.CHUNK_DELAY,
-        min=0.0,
-        help="Seconds between the demo model's streamed chunks.",
-    ),
-]
-GroupOption = Annotated[
-    str,
-    typer.Option(
-        "--group",
-        "-g",
-        envvar=ENV.GROUP_ID,
-        help="Consumer group; actors in one group share the commands partitions.",
-    ),
-]
-LogFormatOption = Annotated[
-    str,
-    typer.Option(
-        "--log-format",
-        envvar=ENV.LOG_FORMAT,
-        help="json (one object per line) or text. Logs go to stderr and never "
-        "contain message contents.",
-    ),
-]
-LogLevelOption = Annotated[
-    str,
-    typer.Option(
-        "--log-level",
-        envvar=ENV.LOG_LEVEL,
-        help="DEBUG, INFO, WARNING or ERROR.",
-    ),
-]
-
-
-def actor_settings(
-    *,
-    target: KafkaTarget,
-    group: str,
-    model: ModelChoice,
-    tools: str,
-    system_prompt: str | None,
-    env: Mapping[str, str],
-) -> ActorSettings:
-    """The deployable's settings: the environment's, with these flags applied.
-
-    Kafka security comes from ``target`` (flags, then ``TURNSTREAM_KAFKA_*``), so
-    the actor's clients reach the same cluster the command's own checks did.
-
-    Raises:
-        ConfigError: an invalid setting (named in the message).
-    """
-    base = parse_settings([], {**env, "KAFKA_BOOTSTRAP_SERVERS": target.bootstrap})
-    api_key = Secret(model.api_key) if model.api_key is not None else base.model_api_key
-    return dataclasses.replace(
-        base,
-        bootstrap=target.bootstrap,
-        group_id=group,
-        topic_prefix=target.prefix,
-        topic_suffix=target.suffix,
-        model=model.spec,
-        model_base_url=model.base_url,
-        model_api_key=api_key,
-        chunk_delay=model.chunk_delay,
-        tools=tools,
-        system_prompt=system_prompt
-        if system_prompt is not None
-        else base.system_prompt,
-        request_timeout=target.connection.request_timeout,
-        security=target.security,
-    )
 
 
 async def _ensure_topics(target: KafkaTarget, topics_file: str) -> None:
@@ -217,9 +111,10 @@ async def _run(
 
 
 @app.command()
+@kafka_options(timeout=15.0, topics=TopicAffixes.FLAGS)
 def run(
     *,
-    bootstrap: BootstrapOption = None,
+    target: KafkaTarget,
     group: GroupOption = DEFAULT_GROUP_ID,
     model: ModelOption = "demo",
     base_url: BaseUrlOption = None,
@@ -269,41 +164,8 @@ def run(
             show_default=False,
         ),
     ] = None,
-    topic_prefix: Annotated[
-        str | None,
-        typer.Option(
-            "--topic-prefix",
-            envvar=ENV.TOPIC_PREFIX,
-            help="Prefix of every topic name (an isolated topic set).",
-            show_default=False,
-        ),
-    ] = None,
-    topic_suffix: Annotated[
-        str | None,
-        typer.Option(
-            "--topic-suffix",
-            envvar=ENV.TOPIC_SUFFIX,
-            help="Suffix of every topic name.",
-            show_default=False,
-        ),
-    ] = None,
     log_format: LogFormatOption = "json",
     log_level: LogLevelOption = "INFO",
-    timeout: Annotated[
-        float,
-        typer.Option(
-            "--timeout",
-            min=0.1,
-            envvar=ENV.KAFKA_TIMEOUT,
-            help="Seconds allowed for each Kafka call.",
-        ),
-    ] = 15.0,
-    security_protocol: SecurityProtocolOption = None,
-    sasl_mechanism: SaslMechanismOption = None,
-    sasl_username: SaslUsernameOption = None,
-    ssl_cafile: SslCafileOption = None,
-    ssl_certfile: SslCertfileOption = None,
-    ssl_keyfile: SslKeyfileOption = None,
 ) -> None:
     """Run loop actors until SIGTERM or Ctrl-C (then stop in order, exit 0).
 
@@ -314,21 +176,6 @@ def run(
     with exit_on_errors():
         fmt = parse_log_format(log_format)
         level = parse_log_level(log_level)
-        target = KafkaTarget.resolve(
-            bootstrap=bootstrap,
-            env=os.environ,
-            timeout=timeout,
-            prefix=topic_prefix,
-            suffix=topic_suffix,
-            security=security_flags(
-                security_protocol=security_protocol,
-                sasl_mechanism=sasl_mechanism,
-                sasl_username=sasl_username,
-                ssl_cafile=ssl_cafile,
-                ssl_certfile=ssl_certfile,
-                ssl_keyfile=ssl_keyfile,
-            ),
-        )
         choice = ModelChoice.parse(
             model, base_url=base_url, env=os.environ, chunk_delay=chunk_delay
         )

@@ -17,9 +17,9 @@ from typing import Annotated
 import typer
 
 from turnstream.analytics.settings import AnalyticsSettings
-from turnstream.cli.actor import LogFormatOption, LogLevelOption
-from turnstream.cli.chat import BootstrapOption
 from turnstream.cli.failures import exit_on_errors, fail
+from turnstream.cli.kafka_options import BootstrapOption
+from turnstream.cli.options import LogFormatOption, LogLevelOption
 from turnstream.cli.settings import ExitCode, parse_log_format, parse_log_level
 from turnstream.kafka.connection import resolve_bootstrap
 from turnstream.observability import configure_logging

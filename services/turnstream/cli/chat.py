@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 import uuid
 from typing import Annotated, Final
@@ -24,18 +23,10 @@ import typer
 
 from turnstream.cli._common import console, err_console
 from turnstream.cli.failures import exit_on_errors, fail
+from turnstream.cli.kafka_options import kafka_options
 from turnstream.cli.ordering import DEFAULT_SETTLE, LiveOrder
 from turnstream.cli.render import EventRenderer
-from turnstream.cli.security import (
-    SaslMechanismOption,
-    SaslUsernameOption,
-    SecurityProtocolOption,
-    SslCafileOption,
-    SslCertfileOption,
-    SslKeyfileOption,
-    security_flags,
-)
-from turnstream.cli.settings import ENV, ExitCode, KafkaTarget, parse_loop_id
+from turnstream.cli.settings import ExitCode, KafkaTarget, parse_loop_id
 from turnstream.cli.watch import EventPrinter, connect_session, loop_filter, next_events
 from turnstream.errors import TurnstreamError
 from turnstream.events import (
@@ -54,30 +45,11 @@ from turnstream.ids import LoopId
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.runtime.subscription import Subscription
 
-__all__ = ["BootstrapOption", "TimeoutOption", "TurnFollower", "chat"]
+__all__ = ["TurnFollower", "chat"]
 
 _HINT_AFTER: Final = 10.0
 _INTERRUPT_WAIT: Final = 10.0
 
-BootstrapOption = Annotated[
-    str | None,
-    typer.Option(
-        "--bootstrap",
-        "-b",
-        help="Kafka host:port[,host:port]; default $KAFKA_BOOTSTRAP_SERVERS, "
-        "else the local broker 127.0.0.1:19092.",
-        show_default=False,
-    ),
-]
-TimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--timeout",
-        min=0.1,
-        envvar=ENV.KAFKA_TIMEOUT,
-        help="Seconds allowed for each Kafka call (connect, send, read).",
-    ),
-]
 DeltasOption = Annotated[
     bool,
     typer.Option(
@@ -239,9 +211,11 @@ async def _chat(
         )
 
 
+@kafka_options()
 def chat(
     text: Annotated[str, typer.Argument(help="The input to send to the loop.")],
     *,
+    target: KafkaTarget,
     loop: Annotated[
         str | None,
         typer.Option(
@@ -251,7 +225,6 @@ def chat(
             show_default=False,
         ),
     ] = None,
-    bootstrap: BootstrapOption = None,
     deltas: DeltasOption = True,
     no_fold: Annotated[
         bool,
@@ -269,13 +242,6 @@ def chat(
             help="Seconds to wait for the turn to end before giving up (exit 1).",
         ),
     ] = 600.0,
-    timeout: TimeoutOption = 10.0,
-    security_protocol: SecurityProtocolOption = None,
-    sasl_mechanism: SaslMechanismOption = None,
-    sasl_username: SaslUsernameOption = None,
-    ssl_cafile: SslCafileOption = None,
-    ssl_certfile: SslCertfileOption = None,
-    ssl_keyfile: SslKeyfileOption = None,
 ) -> None:
     """Send TEXT to a loop and stream its turn: tokens, tool calls, the end.
 
@@ -285,19 +251,6 @@ def chat(
     """
     with exit_on_errors():
         loop_id = parse_loop_id(loop) if loop is not None else None
-        target = KafkaTarget.resolve(
-            bootstrap=bootstrap,
-            env=os.environ,
-            timeout=timeout,
-            security=security_flags(
-                security_protocol=security_protocol,
-                sasl_mechanism=sasl_mechanism,
-                sasl_username=sasl_username,
-                ssl_cafile=ssl_cafile,
-                ssl_certfile=ssl_certfile,
-                ssl_keyfile=ssl_keyfile,
-            ),
-        )
     with exit_on_errors(target.bootstrap):
         code = asyncio.run(
             _chat(target, loop_id, text, deltas=deltas, no_fold=no_fold, wait=wait)

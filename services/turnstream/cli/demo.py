@@ -26,27 +26,17 @@ import typer
 from rich.markup import escape
 
 from turnstream.cli._common import console, dev_broker, project_dir
-from turnstream.cli.actor import (
+from turnstream.cli.demo_script import DemoScript, LifecycleCheck, run_script
+from turnstream.cli.failures import exit_on_errors, fail
+from turnstream.cli.kafka_options import kafka_options
+from turnstream.cli.options import (
     BaseUrlOption,
     ChunkDelayOption,
     GroupOption,
     LogFormatOption,
     ModelOption,
-    actor_settings,
 )
-from turnstream.cli.chat import BootstrapOption, TimeoutOption
-from turnstream.cli.demo_script import DemoScript, LifecycleCheck, run_script
-from turnstream.cli.failures import exit_on_errors, fail
 from turnstream.cli.render import EventRenderer
-from turnstream.cli.security import (
-    SaslMechanismOption,
-    SaslUsernameOption,
-    SecurityProtocolOption,
-    SslCafileOption,
-    SslCertfileOption,
-    SslKeyfileOption,
-    security_flags,
-)
 from turnstream.cli.settings import (
     DEFAULT_GROUP_ID,
     ENV,
@@ -54,13 +44,13 @@ from turnstream.cli.settings import (
     KafkaTarget,
     MetricsEndpoint,
     ModelChoice,
+    actor_settings,
     parse_log_format,
     parse_log_level,
 )
 from turnstream.cli.watch import EventPrinter, connect_session
 from turnstream.errors import TransportError, TurnstreamError
 from turnstream.ids import LoopId
-from turnstream.kafka import BOOTSTRAP_ENV
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.admin.probe import check_broker
@@ -241,9 +231,10 @@ def _verdict(
     return ExitCode.OK
 
 
+@kafka_options()
 def demo(
     *,
-    bootstrap: BootstrapOption = None,
+    target: KafkaTarget,
     model: ModelOption = "demo",
     base_url: BaseUrlOption = None,
     chunk_delay: ChunkDelayOption = 0.05,
@@ -276,7 +267,6 @@ def demo(
             help="Seconds the whole demo may take before it gives up (exit 1).",
         ),
     ] = 120.0,
-    timeout: TimeoutOption = 10.0,
     log_format: LogFormatOption = "text",
     log_level_name: Annotated[
         str,
@@ -286,12 +276,6 @@ def demo(
             help="Log level of the in-process actor (logs go to stderr).",
         ),
     ] = "WARNING",
-    security_protocol: SecurityProtocolOption = None,
-    sasl_mechanism: SaslMechanismOption = None,
-    sasl_username: SaslUsernameOption = None,
-    ssl_cafile: SslCafileOption = None,
-    ssl_certfile: SslCertfileOption = None,
-    ssl_keyfile: SslKeyfileOption = None,
 ) -> None:
     """Broker, topics, a loop actor and three turns, printed as they happen.
 
@@ -306,20 +290,6 @@ def demo(
     with exit_on_errors():
         fmt = parse_log_format(log_format)
         level = parse_log_level(log_level_name)
-        external = bool(bootstrap) or bool(os.environ.get(BOOTSTRAP_ENV, "").strip())
-        target = KafkaTarget.resolve(
-            bootstrap=bootstrap,
-            env=os.environ,
-            timeout=timeout,
-            security=security_flags(
-                security_protocol=security_protocol,
-                sasl_mechanism=sasl_mechanism,
-                sasl_username=sasl_username,
-                ssl_cafile=ssl_cafile,
-                ssl_certfile=ssl_certfile,
-                ssl_keyfile=ssl_keyfile,
-            ),
-        )
         choice = ModelChoice.parse(
             model, base_url=base_url, env=os.environ, chunk_delay=chunk_delay
         )
@@ -332,7 +302,7 @@ def demo(
             system_prompt=None,
             env=os.environ,
         )
-        broker = None if external else dev_broker()
+        broker = None if target.external else dev_broker()
     configure_logging(fmt, level=level)
     console.print(
         f"[bold]turnstream demo[/]: broker → topics → loop actor → three turns "

@@ -21,6 +21,7 @@ environment is read only from the mapping passed in. Must not import aiokafka.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -33,9 +34,9 @@ from typing import Final
 from turnstream.errors import ConfigError
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.connection import KafkaConnection, resolve_bootstrap
-from turnstream.kafka.security import KafkaSecurity
+from turnstream.kafka.security import KafkaSecurity, Secret
 from turnstream.kafka.topology import TopicNames
-from turnstream.loop_actor.settings import parse_security
+from turnstream.loop_actor.settings import ActorSettings, parse_security, parse_settings
 from turnstream.observability.logs import LogFormat
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "KafkaTarget",
     "MetricsEndpoint",
     "ModelChoice",
+    "actor_settings",
     "parse_log_format",
     "parse_log_level",
     "parse_loop_id",
@@ -190,6 +192,8 @@ class KafkaTarget:
         prefix: the topic-name prefix (for ``topics apply``).
         suffix: the topic-name suffix.
         security: protocol, SASL and TLS settings for every client.
+        external: the servers were named (flag or ``KAFKA_BOOTSTRAP_SERVERS``),
+            so commands that would start the local broker leave it alone.
     """
 
     connection: KafkaConnection
@@ -197,6 +201,7 @@ class KafkaTarget:
     prefix: str = ""
     suffix: str = ""
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    external: bool = False
 
     @property
     def bootstrap(self) -> str:
@@ -250,6 +255,8 @@ class KafkaTarget:
             prefix=pre,
             suffix=suf,
             security=parse_security(security or {}, env),
+            external=bool((bootstrap or "").strip())
+            or bool(env.get(ENV.BOOTSTRAP, "").strip()),
         )
 
 
@@ -311,3 +318,41 @@ def parse_log_level(raw: str, *, setting: str = "--log-level") -> int:
     if level is None:
         raise ConfigError(setting, f"{raw!r}: expected DEBUG, INFO, WARNING or ERROR")
     return level
+
+
+def actor_settings(
+    *,
+    target: KafkaTarget,
+    group: str,
+    model: ModelChoice,
+    tools: str,
+    system_prompt: str | None,
+    env: Mapping[str, str],
+) -> ActorSettings:
+    """The deployable's settings: the environment's, with these flags applied.
+
+    Kafka security comes from ``target`` (flags, then ``TURNSTREAM_KAFKA_*``), so
+    the actor's clients reach the same cluster the command's own checks did.
+
+    Raises:
+        ConfigError: an invalid setting (named in the message).
+    """
+    base = parse_settings([], {**env, "KAFKA_BOOTSTRAP_SERVERS": target.bootstrap})
+    api_key = Secret(model.api_key) if model.api_key is not None else base.model_api_key
+    return dataclasses.replace(
+        base,
+        bootstrap=target.bootstrap,
+        group_id=group,
+        topic_prefix=target.prefix,
+        topic_suffix=target.suffix,
+        model=model.spec,
+        model_base_url=model.base_url,
+        model_api_key=api_key,
+        chunk_delay=model.chunk_delay,
+        tools=tools,
+        system_prompt=system_prompt
+        if system_prompt is not None
+        else base.system_prompt,
+        request_timeout=target.connection.request_timeout,
+        security=target.security,
+    )

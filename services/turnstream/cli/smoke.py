@@ -9,48 +9,28 @@ a scratch topic and read it back ``read_committed``. Exit codes as every command
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from typing import Annotated
 
-import typer
 from rich.table import Table
 
 from turnstream.cli._common import console, dev_broker
 from turnstream.cli.failures import exit_on_errors
-from turnstream.cli.security import (
-    SaslMechanismOption,
-    SaslUsernameOption,
-    SecurityProtocolOption,
-    SslCafileOption,
-    SslCertfileOption,
-    SslKeyfileOption,
-    security_flags,
-)
+from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.settings import KafkaTarget
 from turnstream.cli.topics import (
-    BootstrapOption,
     PartitionsOption,
     apply_declared_topics,
 )
-from turnstream.kafka import BOOTSTRAP_ENV, transactional_round_trip
+from turnstream.kafka import transactional_round_trip
 
 __all__ = ["smoke"]
 
 
+@kafka_options(timeout=30.0, topics=TopicAffixes.NONE)
 def smoke(
     *,
-    bootstrap: BootstrapOption = None,
+    target: KafkaTarget,
     partitions: PartitionsOption = None,
-    timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds allowed for each Kafka call.")
-    ] = 30.0,
-    security_protocol: SecurityProtocolOption = None,
-    sasl_mechanism: SaslMechanismOption = None,
-    sasl_username: SaslUsernameOption = None,
-    ssl_cafile: SslCafileOption = None,
-    ssl_certfile: SslCertfileOption = None,
-    ssl_keyfile: SslKeyfileOption = None,
 ) -> None:
     """Broker up, topics apply, one transactional produce + consume; print the result.
 
@@ -59,25 +39,8 @@ def smoke(
     or the round trip failed; 2 bad flags; 3 Kafka unreachable.
     """
     started = time.monotonic()
-    with exit_on_errors():
-        external = bool(bootstrap) or bool(os.environ.get(BOOTSTRAP_ENV, "").strip())
-        target = KafkaTarget.resolve(
-            bootstrap=bootstrap,
-            env=os.environ,
-            timeout=timeout,
-            prefix="",
-            suffix="",
-            security=security_flags(
-                security_protocol=security_protocol,
-                sasl_mechanism=sasl_mechanism,
-                sasl_username=sasl_username,
-                ssl_cafile=ssl_cafile,
-                ssl_certfile=ssl_certfile,
-                ssl_keyfile=ssl_keyfile,
-            ),
-        )
     with exit_on_errors(target.bootstrap):
-        if external:
+        if target.external:
             console.print(
                 "[dim]•[/] using the configured cluster (local broker untouched)"
             )

@@ -11,7 +11,6 @@ Ctrl-C ends a follow (exit 130). Must not import aiokafka.
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections import OrderedDict
 from typing import Annotated, Final
@@ -19,19 +18,10 @@ from typing import Annotated, Final
 import typer
 
 from turnstream.cli._common import console
-from turnstream.cli.chat import BootstrapOption, TimeoutOption
 from turnstream.cli.failures import exit_on_errors
+from turnstream.cli.kafka_options import kafka_options
 from turnstream.cli.ordering import DEFAULT_SETTLE, LiveOrder
 from turnstream.cli.render import EventRenderer
-from turnstream.cli.security import (
-    SaslMechanismOption,
-    SaslUsernameOption,
-    SecurityProtocolOption,
-    SslCafileOption,
-    SslCertfileOption,
-    SslKeyfileOption,
-    security_flags,
-)
 from turnstream.cli.settings import ExitCode, KafkaTarget, parse_loop_id
 from turnstream.cli.watch import EventPrinter, connect_session, loop_filter, next_events
 from turnstream.events import AnyEvent
@@ -90,8 +80,10 @@ async def _tail(
             subscription.close()
 
 
+@kafka_options()
 def tail(
     *,
+    target: KafkaTarget,
     loop: Annotated[
         str,
         typer.Option("--loop", "-l", help="The loop id (UUID) whose events to print."),
@@ -117,14 +109,6 @@ def tail(
             help="Show live token deltas and tool calls (never part of the journal).",
         ),
     ] = True,
-    bootstrap: BootstrapOption = None,
-    timeout: TimeoutOption = 10.0,
-    security_protocol: SecurityProtocolOption = None,
-    sasl_mechanism: SaslMechanismOption = None,
-    sasl_username: SaslUsernameOption = None,
-    ssl_cafile: SslCafileOption = None,
-    ssl_certfile: SslCertfileOption = None,
-    ssl_keyfile: SslKeyfileOption = None,
 ) -> None:
     """Print a loop's events, one line each: replay (optional), then follow.
 
@@ -133,19 +117,6 @@ def tail(
     """
     with exit_on_errors():
         loop_id = parse_loop_id(loop)
-        target = KafkaTarget.resolve(
-            bootstrap=bootstrap,
-            env=os.environ,
-            timeout=timeout,
-            security=security_flags(
-                security_protocol=security_protocol,
-                sasl_mechanism=sasl_mechanism,
-                sasl_username=sasl_username,
-                ssl_cafile=ssl_cafile,
-                ssl_certfile=ssl_certfile,
-                ssl_keyfile=ssl_keyfile,
-            ),
-        )
     with exit_on_errors(target.bootstrap):
         code = asyncio.run(
             _tail(

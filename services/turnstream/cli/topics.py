@@ -10,7 +10,6 @@ variable or topic file, 3 when Kafka does not answer. Must not import aiokafka.
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -19,15 +18,7 @@ from rich.markup import escape
 
 from turnstream.cli._common import console, project_dir
 from turnstream.cli.failures import exit_on_errors, fail, mismatch_hint
-from turnstream.cli.security import (
-    SaslMechanismOption,
-    SaslUsernameOption,
-    SecurityProtocolOption,
-    SslCafileOption,
-    SslCertfileOption,
-    SslKeyfileOption,
-    security_flags,
-)
+from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.settings import ExitCode, KafkaTarget
 from turnstream.kafka import (
     ApplyReport,
@@ -38,7 +29,6 @@ from turnstream.kafka import (
 )
 
 __all__ = [
-    "BootstrapOption",
     "PartitionsOption",
     "app",
     "apply_declared_topics",
@@ -47,16 +37,6 @@ __all__ = [
 
 app = typer.Typer(help="Manage the turnstream topic set.", no_args_is_help=True)
 
-BootstrapOption = Annotated[
-    str | None,
-    typer.Option(
-        "--bootstrap",
-        "-b",
-        help="host:port[,host:port]; default $KAFKA_BOOTSTRAP_SERVERS, "
-        "else the local broker 127.0.0.1:19092.",
-        show_default=False,
-    ),
-]
 PartitionsOption = Annotated[
     int | None,
     typer.Option(
@@ -160,9 +140,10 @@ def apply_declared_topics(
 
 
 @app.command()
+@kafka_options(timeout=15.0, topics=TopicAffixes.FLAGS)
 def apply(
     *,
-    bootstrap: BootstrapOption = None,
+    target: KafkaTarget,
     partitions: PartitionsOption = None,
     replication_factor: Annotated[
         int | None,
@@ -183,8 +164,6 @@ def apply(
             show_default=False,
         ),
     ] = None,
-    prefix: Annotated[str, typer.Option(help="Prepended to every topic name.")] = "",
-    suffix: Annotated[str, typer.Option(help="Appended to every topic name.")] = "",
     alter: Annotated[
         bool,
         typer.Option(
@@ -194,15 +173,6 @@ def apply(
             "at least as long. Any other difference still fails (exit 1).",
         ),
     ] = False,
-    timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds allowed for each Kafka call.")
-    ] = 15.0,
-    security_protocol: SecurityProtocolOption = None,
-    sasl_mechanism: SaslMechanismOption = None,
-    sasl_username: SaslUsernameOption = None,
-    ssl_cafile: SslCafileOption = None,
-    ssl_certfile: SslCertfileOption = None,
-    ssl_keyfile: SslKeyfileOption = None,
 ) -> None:
     """Create missing topics and validate existing ones (idempotent).
 
@@ -210,22 +180,6 @@ def apply(
     partition count, replication factor or config value than declared (--alter
     fixes the safe ones); 2 bad flags or topic file; 3 Kafka unreachable.
     """
-    with exit_on_errors():
-        target = KafkaTarget.resolve(
-            bootstrap=bootstrap,
-            env=os.environ,
-            timeout=timeout,
-            prefix=prefix,
-            suffix=suffix,
-            security=security_flags(
-                security_protocol=security_protocol,
-                sasl_mechanism=sasl_mechanism,
-                sasl_username=sasl_username,
-                ssl_cafile=ssl_cafile,
-                ssl_certfile=ssl_certfile,
-                ssl_keyfile=ssl_keyfile,
-            ),
-        )
     with exit_on_errors(target.bootstrap):
         apply_declared_topics(
             target,

@@ -6,12 +6,12 @@ import uuid
 
 import pytest
 
-from turnstream.cli.actor import actor_settings
 from turnstream.cli.settings import (
     ExitCode,
     KafkaTarget,
     MetricsEndpoint,
     ModelChoice,
+    actor_settings,
     parse_log_format,
     parse_loop_id,
 )
