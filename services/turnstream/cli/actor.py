@@ -18,7 +18,7 @@ import asyncio
 import logging
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -51,11 +51,23 @@ from turnstream.kafka.admin.probe import check_broker
 from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
 from turnstream.loop_actor import ActorSettings, run_service
 from turnstream.loop_actor.metrics_http import serve_health
+from turnstream.loop_actor.settings import ENV as ACTOR_ENV
 from turnstream.observability import configure_logging
 
 __all__ = ["app"]
 
 _log = logging.getLogger("turnstream.cli.actor")
+
+
+def _tuning(flag: str, setting: str, text: str) -> Any:
+    return typer.Option(
+        flag,
+        envvar=ACTOR_ENV[setting],
+        help=text,
+        show_default=False,
+        rich_help_panel="Service tuning",
+    )
+
 
 app = typer.Typer(
     help="Run the loop-actor service (the process that runs turns).",
@@ -166,6 +178,29 @@ def run(
     ] = None,
     log_format: LogFormatOption = "json",
     log_level: LogLevelOption = "INFO",
+    txn_prefix: Annotated[
+        str | None, _tuning("--txn-prefix", "txn_prefix", "Transactional-id prefix.")
+    ] = None,
+    session_timeout_ms: Annotated[
+        str | None,
+        _tuning(
+            "--session-timeout-ms",
+            "session_timeout_ms",
+            "Consumer-group session timeout in ms (>= 6000, default 10000).",
+        ),
+    ] = None,
+    commit_deadline: Annotated[
+        str | None,
+        _tuning(
+            "--commit-deadline",
+            "commit_deadline",
+            "Seconds one commit may retry before it fails (default 30).",
+        ),
+    ] = None,
+    schema_dir: Annotated[
+        str | None,
+        _tuning("--schema-dir", "schema_dir", "Avro schema directory."),
+    ] = None,
 ) -> None:
     """Run loop actors until SIGTERM or Ctrl-C (then stop in order, exit 0).
 
@@ -187,6 +222,12 @@ def run(
             tools=tools,
             system_prompt=system_prompt,
             env=os.environ,
+            tuning={
+                "txn_prefix": txn_prefix,
+                "session_timeout_ms": session_timeout_ms,
+                "commit_deadline": commit_deadline,
+                "schema_dir": schema_dir,
+            },
         )
     configure_logging(fmt, level=level)
     with exit_on_errors(target.bootstrap):

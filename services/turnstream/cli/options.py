@@ -38,6 +38,7 @@ BaseUrlOption = Annotated[
     str | None,
     typer.Option(
         "--base-url",
+        "--model-base-url",
         envvar=ENV.BASE_URL,
         help="Model API root, e.g. http://127.0.0.1:11434/v1 for a local "
         "OpenAI-compatible server (default: the provider's).",
@@ -58,6 +59,7 @@ GroupOption = Annotated[
     typer.Option(
         "--group",
         "-g",
+        "--group-id",
         envvar=ENV.GROUP_ID,
         help="Consumer group; actors in one group share the commands partitions.",
     ),

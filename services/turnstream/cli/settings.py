@@ -328,16 +328,22 @@ def actor_settings(
     tools: str,
     system_prompt: str | None,
     env: Mapping[str, str],
+    tuning: Mapping[str, str | None] | None = None,
 ) -> ActorSettings:
     """The deployable's settings: the environment's, with these flags applied.
 
     Kafka security comes from ``target`` (flags, then ``TURNSTREAM_KAFKA_*``), so
     the actor's clients reach the same cluster the command's own checks did.
+    ``tuning`` holds the service flags by setting name (``txn_prefix``,
+    ``session_timeout_ms``, ``commit_deadline``, ``schema_dir``), validated with
+    the environment by :func:`~turnstream.loop_actor.settings.parse_settings`.
 
     Raises:
         ConfigError: an invalid setting (named in the message).
     """
-    base = parse_settings([], {**env, "KAFKA_BOOTSTRAP_SERVERS": target.bootstrap})
+    base = parse_settings(
+        {**env, "KAFKA_BOOTSTRAP_SERVERS": target.bootstrap}, tuning or {}
+    )
     api_key = Secret(model.api_key) if model.api_key is not None else base.model_api_key
     return dataclasses.replace(
         base,

@@ -2,11 +2,13 @@
 
 A table of contents:
 
-- ``settings``: :class:`ActorSettings`, read once from flags and environment
-  (:func:`parse_settings`);
+- ``settings``: :class:`ActorSettings`, validated once from the flags of
+  ``turnstream actor run`` and the environment (:func:`parse_settings`);
 - ``app``: the composition root -- :func:`build_service`, :func:`run_service`;
 - ``tools``: the demo tool set;
-- ``__main__``: ``python -m turnstream.loop_actor`` (signal handlers live there).
+- ``__main__``: ``python -m turnstream.loop_actor``, an alias of the one entry
+  point, ``turnstream actor run`` (which reads the flags and installs the signal
+  handlers).
 
 Composition root: may import every layer; nothing imports it.
 """

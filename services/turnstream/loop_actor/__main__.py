@@ -1,62 +1,25 @@
-"""``python -m turnstream.loop_actor``: run the loop-actor service until a signal.
+"""``python -m turnstream.loop_actor``: an alias of ``turnstream actor run``.
 
-Owns the process edge: read the settings once (flags, then environment),
-configure logging, install SIGTERM/SIGINT handlers that request an ordered
-shutdown, and exit with 0 after a clean stop, 2 on a configuration error and
-1 on any other failure. The only place signal handlers live.
+The deployable has one entry point, the ``turnstream actor run`` command, which
+reads every setting (flags over environment) and installs the signal handlers.
+This alias keeps the module form working with the same flags; it defaults to
+text logs and no metrics endpoint (several processes on one host would fight
+over one port), and any flag given after it wins.
 """
 
-from __future__ import annotations
-
-import asyncio
-import logging
-import os
-import signal
 import sys
 
-from turnstream.errors import ConfigError, TurnstreamError
-from turnstream.kafka.actor.service import LoopActorService
-from turnstream.loop_actor.app import run_service
-from turnstream.loop_actor.settings import ActorSettings, parse_settings
-
-EXIT_FAILURE = 1
-EXIT_CONFIG = 2
+from turnstream.cli.main import app
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+def main(argv: list[str] | None = None) -> None:
+    """Run ``turnstream actor run`` with ``argv`` (default: the process's)."""
+    args = sys.argv[1:] if argv is None else argv
+    app(
+        ["actor", "run", "--log-format", "text", "--metrics-port", "0", *args],
+        prog_name="python -m turnstream.loop_actor",
     )
-    # aiokafka logs every refused connection at ERROR; keep its warnings only.
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-
-
-async def _main(settings: ActorSettings) -> None:
-    loop = asyncio.get_running_loop()
-
-    def install(service: LoopActorService) -> None:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, service.request_shutdown)
-
-    await run_service(settings, on_start=install)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the service; return the process exit code."""
-    try:
-        settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
-        _configure_logging(settings.log_level)
-        asyncio.run(_main(settings))
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except TurnstreamError as exc:
-        print(f"error: {exc} [{exc.kind}]", file=sys.stderr)
-        return EXIT_FAILURE
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

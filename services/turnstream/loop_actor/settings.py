@@ -14,9 +14,8 @@ the mapping passed in. Part of the composition root.
 
 from __future__ import annotations
 
-import argparse
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,19 +132,6 @@ class ActorSettings:
             raise ConfigError("timeouts", "must be positive")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m turnstream.loop_actor",
-        description="Run turnstream loop actors on Kafka (several side by side).",
-    )
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
-    for name, variable in ENV.items():
-        parser.add_argument(
-            f"--{name.replace('_', '-')}", dest=name, help=f"(env {variable})"
-        )
-    return parser
-
-
 def _setting(
     name: str, flags: Mapping[str, str | None], env: Mapping[str, str]
 ) -> str | None:
@@ -208,19 +194,20 @@ def parse_security(
     )
 
 
-def parse_settings(argv: Sequence[str], env: Mapping[str, str]) -> ActorSettings:
-    """Read the settings from command-line flags, then the environment.
+def parse_settings(
+    env: Mapping[str, str], flags: Mapping[str, str | None] | None = None
+) -> ActorSettings:
+    """Read the settings: ``flags`` (by setting name) over the environment.
+
+    The ``turnstream actor run`` command is the one place that takes flags; it
+    hands their values here by setting name, so flags and environment are
+    validated together, once.
 
     Raises:
         ConfigError: an invalid or inconsistent setting (the message names it;
             never a secret's value).
     """
-    try:
-        args = vars(_parser().parse_args(list(argv)))
-    except SystemExit as exc:  # argparse exits on bad flags and on --help
-        if exc.code == 0:
-            raise
-        raise ConfigError("arguments", "invalid command-line flags") from None
+    args: dict[str, str | None] = dict(flags or {})
 
     def get(name: str) -> str | None:
         return _setting(name, args, env)

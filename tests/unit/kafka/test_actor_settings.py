@@ -12,7 +12,7 @@ from turnstream.loop_actor.tools import DemoTool, tool_set
 
 def test_actor_settings_defaults() -> None:
     """Nothing set: the local broker, the demo model, the demo tools."""
-    settings = parse_settings([], {})
+    settings = parse_settings({})
     assert settings.bootstrap == "127.0.0.1:19092"
     assert settings.model == "demo"
     assert settings.tools == "demo"
@@ -28,7 +28,7 @@ def test_actor_settings_flags_win_over_environment() -> None:
         "TURNSTREAM_DEMO_CHUNK_DELAY": "0.5",
         "TURNSTREAM_SESSION_TIMEOUT_MS": "7000",
     }
-    settings = parse_settings(["--group-id", "from-flag", "--topic-prefix", "t."], env)
+    settings = parse_settings(env, {"group_id": "from-flag", "topic_prefix": "t."})
     assert settings.bootstrap == "kafka:9092"
     assert settings.group_id == "from-flag"
     assert settings.topic_prefix == "t."
@@ -45,7 +45,7 @@ def test_actor_settings_secrets_come_from_the_environment_and_stay_hidden() -> N
         "TURNSTREAM_KAFKA_SASL_PASSWORD": "pa55word",
         "TURNSTREAM_MODEL_API_KEY": "sk-secret",
     }
-    settings = parse_settings([], env)
+    settings = parse_settings(env)
     assert settings.security.protocol is SecurityProtocol.SASL_SSL
     assert settings.security.sasl_mechanism is SaslMechanism.SCRAM_SHA_256
     assert "pa55word" not in repr(settings)
@@ -55,32 +55,31 @@ def test_actor_settings_secrets_come_from_the_environment_and_stay_hidden() -> N
 
 
 @pytest.mark.parametrize(
-    ("argv", "env", "setting"),
+    ("flags", "env", "setting"),
     [
-        pytest.param(["--tools", "all"], {}, "tools", id="unknown-tools"),
+        pytest.param({"tools": "all"}, {}, "tools", id="unknown-tools"),
         pytest.param(
-            ["--session-timeout-ms", "1000"],
+            {"session_timeout_ms": "1000"},
             {},
             "session_timeout_ms",
             id="short-session",
         ),
-        pytest.param(["--chunk-delay", "fast"], {}, "chunk_delay", id="not-a-number"),
+        pytest.param({"chunk_delay": "fast"}, {}, "chunk_delay", id="not-a-number"),
         pytest.param(
-            [],
+            {},
             {"TURNSTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"},
             "sasl_mechanism",
             id="sasl-incomplete",
         ),
-        pytest.param(["--bootstrap", "nohostport"], {}, "--bootstrap", id="bootstrap"),
-        pytest.param(["--no-such-flag"], {}, "arguments", id="bad-flag"),
+        pytest.param({"bootstrap": "nohostport"}, {}, "--bootstrap", id="bootstrap"),
     ],
 )
 def test_actor_settings_reject_bad_values(
-    argv: list[str], env: dict[str, str], setting: str
+    flags: dict[str, str | None], env: dict[str, str], setting: str
 ) -> None:
     """Every invalid setting is a ConfigError naming it."""
     with pytest.raises(ConfigError) as caught:
-        parse_settings(argv, env)
+        parse_settings(env, flags)
     assert caught.value.setting == setting
 
 
@@ -95,3 +94,20 @@ async def test_actor_demo_tools_wrap_the_pure_functions() -> None:
     bad = await add.run('{"a": "x", "b": 3}', None)  # type: ignore[arg-type]
     assert bad.is_error
     assert tool_set("none") == ()
+
+
+def test_actor_module_alias_rejects_an_unknown_flag() -> None:
+    """``python -m turnstream.loop_actor`` is ``actor run``: a bad flag exits 2."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "turnstream.loop_actor", "--no-such-flag"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "No such option" in done.stderr
+    assert "--no-such-flag" in done.stderr
