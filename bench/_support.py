@@ -47,7 +47,7 @@ from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.config import LoopConfig
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import Tool
 from turnstream.runtime.session import LoopSetup
 from turnstream.wire import Codec, default_codec

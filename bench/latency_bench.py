@@ -62,7 +62,7 @@ from turnstream.events import AnyEvent, LoopIdle, TokenDelta, TurnStarted
 from turnstream.ids import LoopId
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.client.session import KafkaSession
-from turnstream.runtime.model import ModelClient, ModelEvent, ModelRequest
+from turnstream.runtime.model_client import ModelClient, ModelEvent, ModelRequest
 from turnstream.runtime.subscription import EventFilter
 from turnstream.testing import ScriptedModel, text_step
 

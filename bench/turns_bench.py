@@ -65,7 +65,7 @@ from _support import (
 from turnstream.ids import LoopId
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.topology import TopicNames
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.model_client import ModelClient
 from turnstream.testing import FunctionTool, ScriptedModel, call, text_step, tool_step
 
 RESULTS = RESULTS_DIR / "turns.json"

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.test_kafka_harness import (
+from tests.support.eventually import assert_eventually
+from tests.support.kafka_harness import (
     apply_topic_set,
     delete_topic_set,
     unique_prefix,
 )
-from tests.support.eventually import assert_eventually
 from typer.testing import CliRunner
 
 from turnstream.cli.main import app

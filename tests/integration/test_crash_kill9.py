@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from uuid import UUID, uuid4
 
 import pytest
-from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
+from tests.support.eventually import assert_eventually
+from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     ANSWERS,
     apply_topic_set,
     check_journal,
@@ -36,7 +37,6 @@ from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garba
     read_all,
     unique_prefix,
 )
-from tests.support.eventually import assert_eventually
 
 from turnstream.events import TurnInterrupted, TurnStarted
 from turnstream.ids import LoopId

@@ -18,7 +18,8 @@ from pathlib import Path
 from uuid import UUID, uuid4
 
 import pytest
-from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
+from tests.support.eventually import assert_eventually
+from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     PROJECT_DIR,
     Models,
     apply_topic_set,
@@ -34,7 +35,6 @@ from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garba
     service_for,
     unique_prefix,
 )
-from tests.support.eventually import assert_eventually
 
 from turnstream.devbroker import BrokerSettings, DevBroker
 from turnstream.events import TurnDone, TurnStarted

@@ -17,7 +17,7 @@ from uuid import uuid4
 
 import pytest
 import pytest_asyncio
-from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
+from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     Models,
     apply_topic_set,
     collect_garbage,
@@ -47,7 +47,7 @@ from turnstream.ids import LoopId
 from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.loop_actor.tools import tool_set
-from turnstream.runtime.model import StreamEnd
+from turnstream.runtime.model_client import StreamEnd
 from turnstream.testing import (
     FunctionTool,
     Hang,

@@ -10,7 +10,9 @@ from uuid import uuid4
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
-from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
+from tests.support.eventually import assert_eventually
+from tests.support.kafka import KafkaNames, consume_all, create_topic
+from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     Models,
     apply_topic_set,
     clients_for,
@@ -26,8 +28,6 @@ from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garba
     service_for,
     unique_prefix,
 )
-from tests.support.eventually import assert_eventually
-from tests.support.kafka import KafkaNames, consume_all, create_topic
 
 from turnstream.errors import ConfigError
 from turnstream.events import Header, LoopStarted

@@ -15,7 +15,8 @@ from uuid import uuid4
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
+from tests.support.eventually import assert_eventually
+from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     Models,
     apply_topic_set,
     collect_garbage,
@@ -29,7 +30,6 @@ from tests.integration.test_kafka_harness import (  # noqa: F401 - collect_garba
     service_for,
     unique_prefix,
 )
-from tests.support.eventually import assert_eventually
 
 from turnstream.content import AIMessage, TextChunk, ToolResultMessage, UserMessage
 from turnstream.events import TurnInterrupted, TurnStarted

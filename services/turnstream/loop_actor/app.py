@@ -28,7 +28,7 @@ from turnstream.loop_actor.settings import ActorSettings
 from turnstream.loop_actor.tools import tool_set
 from turnstream.models import model_from_spec
 from turnstream.runtime.config import LoopConfig
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.session import LoopSetup
 from turnstream.wire import Codec, SchemaSet, set_default_codec
 

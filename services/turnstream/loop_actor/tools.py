@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from turnstream.errors import ConfigError
 from turnstream.models import demo_tool_specs, run_demo_tool
-from turnstream.runtime.model import ToolSpec
+from turnstream.runtime.model_client import ToolSpec
 from turnstream.runtime.ports import Tool, ToolContext, ToolOutput
 
 __all__ = ["TOOL_SETS", "DemoTool", "tool_set"]

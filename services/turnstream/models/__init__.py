@@ -44,7 +44,7 @@ from turnstream.models.anthropic import (
 from turnstream.models.demo import DemoModel
 from turnstream.models.demo_tools import demo_tool_specs, run_demo_tool
 from turnstream.models.openai import DEFAULT_OPENAI_BASE_URL, OpenAIChatClient
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.model_client import ModelClient
 
 __all__ = [
     "DEFAULT_ANTHROPIC_BASE_URL",

@@ -2,7 +2,7 @@
 
 Owns :class:`EventParser`, which folds ``message_start`` …
 ``message_stop`` events into turnstream chunks and one
-:class:`~turnstream.runtime.model.StreamEnd`, and :data:`SIGNATURE_FORMAT`.
+:class:`~turnstream.runtime.model_client.StreamEnd`, and :data:`SIGNATURE_FORMAT`.
 Internal to :mod:`turnstream.models.anthropic`. Imports pydantic and value
 types; must not import httpx, aiokafka, fastavro or faust.
 """
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from turnstream.content import TextChunk, ThinkingChunk, ToolUseChunk, Usage
 from turnstream.models._sse import ProtocolFault, SseEvent, bounded_reason
-from turnstream.runtime.model import ModelEvent, StopReason, StreamEnd
+from turnstream.runtime.model_client import ModelEvent, StopReason, StreamEnd
 
 __all__ = ["SIGNATURE_FORMAT", "EventParser"]
 

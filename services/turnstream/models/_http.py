@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from turnstream.errors import ConfigError, ProviderError
 from turnstream.models._sse import ProtocolFault, SseDecoder, SseEvent, bounded_reason
-from turnstream.runtime.model import ModelEvent, StreamEnd
+from turnstream.runtime.model_client import ModelEvent, StreamEnd
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

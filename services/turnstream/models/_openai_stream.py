@@ -1,7 +1,7 @@
 """Parser for the OpenAI-compatible ``chat.completion.chunk`` event stream.
 
 Owns :class:`ChunkParser`, which folds chunk events (until ``data: [DONE]``)
-into turnstream chunks and one :class:`~turnstream.runtime.model.StreamEnd`.
+into turnstream chunks and one :class:`~turnstream.runtime.model_client.StreamEnd`.
 Internal to :mod:`turnstream.models.openai`. Imports pydantic and value types;
 must not import httpx, aiokafka, fastavro or faust.
 """
@@ -18,7 +18,7 @@ from turnstream.content import (
     Usage,
 )
 from turnstream.models._sse import ProtocolFault, SseEvent, bounded_reason
-from turnstream.runtime.model import ModelEvent, StopReason, StreamEnd
+from turnstream.runtime.model_client import ModelEvent, StopReason, StreamEnd
 
 __all__ = ["ChunkParser"]
 

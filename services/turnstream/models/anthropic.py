@@ -1,7 +1,7 @@
 """Anthropic Messages API streaming client.
 
 Owns :class:`AnthropicMessagesClient` and the mapping of a
-:class:`~turnstream.runtime.model.ModelRequest` onto a ``POST
+:class:`~turnstream.runtime.model_client.ModelRequest` onto a ``POST
 {base_url}/v1/messages`` body (system, tool_use / tool_result blocks, thinking
 blocks replayed with their signature, tools with ``input_schema``); the event
 stream is parsed by ``_anthropic_stream.py``.
@@ -45,7 +45,7 @@ from turnstream.models._http import (
     parse_json_object,
 )
 from turnstream.models._sse import ProtocolFault
-from turnstream.runtime.model import ModelEvent, ModelRequest, ToolSpec
+from turnstream.runtime.model_client import ModelEvent, ModelRequest, ToolSpec
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -64,7 +64,7 @@ DEFAULT_MAX_TOKENS = 4096
 
 
 class AnthropicMessagesClient:
-    """A :class:`~turnstream.runtime.model.ModelClient` for the Messages API.
+    """A :class:`~turnstream.runtime.model_client.ModelClient` for the Messages API.
 
     Args:
         api_key: sent as ``x-api-key``.

@@ -41,7 +41,12 @@ from turnstream.content import (
 )
 from turnstream.errors import ConfigError
 from turnstream.models.demo_tools import ADD_TOOL, WORD_COUNT_TOOL, format_number
-from turnstream.runtime.model import ModelEvent, ModelRequest, StopReason, StreamEnd
+from turnstream.runtime.model_client import (
+    ModelEvent,
+    ModelRequest,
+    StopReason,
+    StreamEnd,
+)
 
 __all__ = ["DEMO_PREAMBLE", "DemoModel"]
 
@@ -59,7 +64,7 @@ _ARGUMENT_PIECE = 8
 
 
 class DemoModel:
-    """A :class:`~turnstream.runtime.model.ModelClient` that needs no network.
+    """A :class:`~turnstream.runtime.model_client.ModelClient` that needs no network.
 
     Args:
         chunk_delay: seconds to wait before each chunk (0: no waiting), so an

@@ -1,6 +1,6 @@
 """The two tools of the CLI demo: ``add`` and ``word_count``.
 
-Owns their :class:`~turnstream.runtime.model.ToolSpec` values and pure
+Owns their :class:`~turnstream.runtime.model_client.ToolSpec` values and pure
 implementations (no I/O, deterministic), which the runtime wraps in its tool
 runner port, and :func:`format_number`, shared with :mod:`turnstream.models.demo`.
 Imports only the model port; must not import httpx, aiokafka, fastavro or faust.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 
-from turnstream.runtime.model import ToolSpec
+from turnstream.runtime.model_client import ToolSpec
 
 __all__ = [
     "ADD_TOOL",

@@ -1,7 +1,7 @@
 """OpenAI-compatible streaming Chat Completions client.
 
 Owns :class:`OpenAIChatClient` and the mapping of a
-:class:`~turnstream.runtime.model.ModelRequest` onto a ``POST
+:class:`~turnstream.runtime.model_client.ModelRequest` onto a ``POST
 {base_url}/chat/completions`` body; the ``chat.completion.chunk`` stream is
 parsed by ``_openai_stream.py``. Works with any server speaking the same
 dialect (OpenAI, vLLM, llama.cpp, Ollama, LM Studio, OpenRouter…).
@@ -43,7 +43,7 @@ from turnstream.models._http import (
 )
 from turnstream.models._openai_stream import ChunkParser
 from turnstream.models._sse import ProtocolFault
-from turnstream.runtime.model import ModelEvent, ModelRequest, ToolSpec
+from turnstream.runtime.model_client import ModelEvent, ModelRequest, ToolSpec
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "OpenAIChatClient"]
 
@@ -52,7 +52,7 @@ DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
 class OpenAIChatClient:
-    """A :class:`~turnstream.runtime.model.ModelClient` for Chat Completions.
+    """A :class:`~turnstream.runtime.model_client.ModelClient` for Chat Completions.
 
     Args:
         base_url: the API root, e.g. ``https://api.openai.com/v1`` or

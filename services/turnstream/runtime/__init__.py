@@ -4,14 +4,14 @@ Table of contents (one module per thing it owns):
 
 - ``ports`` -- the protocols the runtime is written against: ``Journal``,
   ``LiveHub``/``EventSource``, ``Clock``, ``IdSource``, ``Tool`` (+ traits),
-  ``AccessPolicy``; ``model`` -- the ``ModelClient`` port;
+  ``AccessPolicy``; ``model_client`` -- the ``ModelClient`` port;
 - ``config`` -- ``LoopConfig``, ``ToolLimits``;
 - ``actor`` -- ``LoopActor``: the single owner and writer of one loop;
   ``mailbox`` (its lanes and messages), ``supervision`` (its turn tasks),
-  ``inbox`` (queued input), ``gates`` (open approval gates);
+  ``input_queue`` (queued input), ``gates`` (open approval gates);
 - ``turn`` / ``step`` / ``tools`` -- a turn's steps, one model call, one tool
   batch; ``handshake`` -- what a turn may ask of its actor; ``accumulate`` --
-  chunks into one message; ``schema`` -- structured-output checks;
+  chunks into one message; ``output_schema`` -- structured-output checks;
 - ``hooks`` -- Around/Guard hooks; ``stamping`` -- event headers and ids;
 - ``subscription`` -- ``EventFilter`` and the bounded ``Subscription``;
 - ``fold`` / ``restore`` -- journal to state, and restore;
@@ -45,7 +45,7 @@ from turnstream.runtime.hooks import (
     deny,
 )
 from turnstream.runtime.local_session import LocalSession
-from turnstream.runtime.model import (
+from turnstream.runtime.model_client import (
     ModelClient,
     ModelEvent,
     ModelRequest,

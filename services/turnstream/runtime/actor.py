@@ -42,7 +42,7 @@ from turnstream.runtime.mailbox import (
     StateQuery,
     TurnEnded,
 )
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import (
     AccessPolicy,
     Clock,

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from turnstream.errors import ConfigError
-from turnstream.runtime.model import ToolSpec
+from turnstream.runtime.model_client import ToolSpec
+from turnstream.runtime.output_schema import check_schema
 from turnstream.runtime.ports import Tool
-from turnstream.runtime.schema import check_schema
 
 __all__ = [
     "DEFAULT_COMMIT_TIMEOUT",
@@ -84,7 +84,7 @@ class LoopConfig:
         tools: the tools offered to the model (names must be unique).
         limits: tool limits per turn.
         output_schema: if set, the final answer must be JSON matching it
-            (see :mod:`turnstream.runtime.schema` for the supported subset).
+            (see :mod:`turnstream.runtime.output_schema` for the supported subset).
         inbox_capacity: queued inputs allowed behind a running turn.
         drain_timeout: seconds a cancelled turn may take to end.
         step_timeout: seconds each step's model call may take.

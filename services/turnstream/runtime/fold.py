@@ -45,7 +45,7 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.runtime.errors import RestoreError
-from turnstream.runtime.inbox import SEEN_WINDOW
+from turnstream.runtime.input_queue import SEEN_WINDOW
 from turnstream.state import LoopState, OpenTurn
 
 __all__ = ["fold_loop"]

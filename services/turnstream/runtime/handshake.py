@@ -24,8 +24,8 @@ from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.ids import CommandId, LoopId, SessionId, StepId, ToolExecutionId, TurnId
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.hooks import HookRunner
-from turnstream.runtime.inbox import QueuedInput
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.input_queue import QueuedInput
+from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import AccessPolicy
 from turnstream.runtime.stamping import EventFactory
 

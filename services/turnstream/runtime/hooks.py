@@ -33,7 +33,7 @@ from uuid import UUID
 
 from turnstream.content import UserMessage
 from turnstream.errors import ConfigError
-from turnstream.runtime.model import ModelRequest
+from turnstream.runtime.model_client import ModelRequest
 
 __all__ = [
     "Around",

@@ -27,8 +27,8 @@ from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.errors import LoopClosedError, RestoreError
 from turnstream.runtime.gates import GateAnswer
 from turnstream.runtime.hooks import HookRunner
-from turnstream.runtime.inbox import SEEN_WINDOW
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.input_queue import SEEN_WINDOW
+from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import (
     AccessPolicy,
     Clock,

@@ -44,7 +44,12 @@ from turnstream.runtime.handshake import (
     TurnSpec,
 )
 from turnstream.runtime.hooks import HookCall, HookRunner, Operation, Outcome, Started
-from turnstream.runtime.inbox import Inbox, QueuedInput, SeenCommands, input_problem
+from turnstream.runtime.input_queue import (
+    Inbox,
+    QueuedInput,
+    SeenCommands,
+    input_problem,
+)
 from turnstream.runtime.mailbox import (
     ActorMessage,
     CommitRequest,
@@ -54,7 +59,7 @@ from turnstream.runtime.mailbox import (
     OpenGateRequest,
     TurnEnded,
 )
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import AccessPolicy
 from turnstream.runtime.supervision import TurnTasks
 from turnstream.runtime.turn_handle import ActiveTurn, hook_outcome, launch_turn

@@ -30,7 +30,7 @@ from turnstream.events import EnduringEvent
 from turnstream.ids import CommandId
 from turnstream.runtime.gates import GateAnswer
 from turnstream.runtime.handshake import ApprovalRequest, TurnOutcome
-from turnstream.runtime.inbox import QueuedInput
+from turnstream.runtime.input_queue import QueuedInput
 from turnstream.state import LoopState
 
 __all__ = [

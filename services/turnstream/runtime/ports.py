@@ -8,7 +8,7 @@ types that cross them (:class:`Recovery`, :class:`ToolContext`,
 :class:`ToolOutput`, :class:`AccessRequest`) and the two trivial production
 defaults :class:`SystemClock` and :class:`RandomIds`.
 
-The model port lives next door in :mod:`turnstream.runtime.model`.
+The model port lives next door in :mod:`turnstream.runtime.model_client`.
 
 Adapters implement these ports: in-process ones in :mod:`turnstream.memory`,
 test fakes in :mod:`turnstream.testing`, broker-backed ones in
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from turnstream.content import TextBlock, ToolResultContent
 from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.ids import LoopId, SessionId, StepId, ToolExecutionId, TurnId, new_uuid
-from turnstream.runtime.model import ToolSpec
+from turnstream.runtime.model_client import ToolSpec
 from turnstream.state import LoopState
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from turnstream.content import Block, TextBlock, UserMessage
 from turnstream.events import Agency
 from turnstream.ids import CommandId, GateId, LoopId, SessionId
 from turnstream.runtime.config import LoopConfig
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.subscription import EventFilter, Subscription
 
 __all__ = ["Content", "LoopSetup", "Session", "as_message"]

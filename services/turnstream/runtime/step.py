@@ -38,7 +38,7 @@ from turnstream.runtime.accumulate import (
 )
 from turnstream.runtime.handshake import PendingStep, TurnDraft, TurnLink, TurnSpec
 from turnstream.runtime.hooks import HookCall, Operation, Outcome
-from turnstream.runtime.model import ModelEvent, ModelRequest, StreamEnd
+from turnstream.runtime.model_client import ModelEvent, ModelRequest, StreamEnd
 
 __all__ = ["StepFailed", "StepResult", "build_request", "stream_step"]
 

@@ -33,7 +33,7 @@ from turnstream.runtime.handshake import (
     TurnSpec,
 )
 from turnstream.runtime.hooks import HookCall, Operation, Outcome
-from turnstream.runtime.schema import check_structured_output
+from turnstream.runtime.output_schema import check_structured_output
 from turnstream.runtime.step import StepFailed, stream_step
 from turnstream.runtime.tools import run_batch
 

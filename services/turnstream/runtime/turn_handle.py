@@ -33,7 +33,7 @@ from turnstream.runtime.handshake import (
     TurnSpec,
 )
 from turnstream.runtime.hooks import Outcome, Started
-from turnstream.runtime.inbox import QueuedInput
+from turnstream.runtime.input_queue import QueuedInput
 from turnstream.runtime.mailbox import (
     ActorMessage,
     CommitRequest,

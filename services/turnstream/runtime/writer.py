@@ -48,7 +48,7 @@ from turnstream.runtime.handshake import (
     PendingStep,
     TurnOutcome,
 )
-from turnstream.runtime.inbox import QueuedInput
+from turnstream.runtime.input_queue import QueuedInput
 from turnstream.runtime.ports import Journal, LiveHub
 from turnstream.runtime.stamping import EventFactory
 

@@ -77,7 +77,7 @@ __all__ = [
 
 
 if TYPE_CHECKING:  # the fakes implement the runtime's ports (checked by mypy)
-    from turnstream.runtime.model import ModelClient
+    from turnstream.runtime.model_client import ModelClient
     from turnstream.runtime.ports import AccessPolicy, Clock, IdSource, Journal, Tool
 
     def _model(model: ScriptedModel) -> ModelClient:

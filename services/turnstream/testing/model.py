@@ -1,7 +1,7 @@
 """A scripted model: the Python ``fakeLLM``.
 
 Owns :class:`ScriptedModel` and its script items: model events (chunks and
-:class:`~turnstream.runtime.model.StreamEnd`) plus control items --
+:class:`~turnstream.runtime.model_client.StreamEnd`) plus control items --
 :class:`Pause` (stop until the test releases), :class:`Fail` (raise),
 :class:`Hang` (wait forever, cancellable), :class:`Stubborn` (ignore
 cancellation until released: a misbehaving client) and :class:`Yield` (give
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from turnstream.content import TextChunk, ToolUseChunk, Usage
 from turnstream.errors import ProviderError
-from turnstream.runtime.model import ModelEvent, ModelRequest, StreamEnd
+from turnstream.runtime.model_client import ModelEvent, ModelRequest, StreamEnd
 
 __all__ = [
     "Fail",

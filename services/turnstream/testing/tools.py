@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from turnstream.runtime.model import ToolSpec
+from turnstream.runtime.model_client import ToolSpec
 from turnstream.runtime.ports import (
     AccessEffect,
     AccessRequest,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from turnstream.errors import ProviderError
-from turnstream.runtime.model import ModelEvent
+from turnstream.runtime.model_client import ModelEvent
 
 API_KEY = "sk-test-TOPSECRET-0123456789abcdef"
 

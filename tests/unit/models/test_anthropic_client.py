@@ -37,7 +37,7 @@ from turnstream.content import (
 )
 from turnstream.errors import ConfigError
 from turnstream.models import AnthropicMessagesClient
-from turnstream.runtime.model import ModelRequest, StreamEnd, ToolSpec
+from turnstream.runtime.model_client import ModelRequest, StreamEnd, ToolSpec
 
 REQUEST = ModelRequest(
     model="claude-test", messages=(UserMessage(blocks=(TextBlock(text="hi"),)),)

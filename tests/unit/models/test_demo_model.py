@@ -21,7 +21,12 @@ from turnstream.content import (
 )
 from turnstream.errors import ConfigError
 from turnstream.models import DemoModel, demo_tool_specs, run_demo_tool
-from turnstream.runtime.model import ModelEvent, ModelRequest, StreamEnd, ToolSpec
+from turnstream.runtime.model_client import (
+    ModelEvent,
+    ModelRequest,
+    StreamEnd,
+    ToolSpec,
+)
 
 TOOLS = demo_tool_specs()
 

@@ -13,7 +13,7 @@ from turnstream.models import (
     OpenAIChatClient,
     model_from_spec,
 )
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.model_client import ModelClient
 
 
 def test_models_all_names_resolve() -> None:

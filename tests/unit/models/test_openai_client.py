@@ -39,7 +39,12 @@ from turnstream.content import (
 )
 from turnstream.errors import ConfigError
 from turnstream.models import ModelTimeouts, OpenAIChatClient
-from turnstream.runtime.model import ModelRequest, StopReason, StreamEnd, ToolSpec
+from turnstream.runtime.model_client import (
+    ModelRequest,
+    StopReason,
+    StreamEnd,
+    ToolSpec,
+)
 
 REQUEST = ModelRequest(
     model="gpt-test", messages=(UserMessage(blocks=(TextBlock(text="hi"),)),)

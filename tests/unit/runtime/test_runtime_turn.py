@@ -50,7 +50,7 @@ from turnstream.runtime import (
     ToolLimits,
     fold_loop,
 )
-from turnstream.runtime.model import ModelEvent
+from turnstream.runtime.model_client import ModelEvent
 from turnstream.state import LoopState
 from turnstream.testing import (
     FixedClock,

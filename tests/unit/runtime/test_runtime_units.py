@@ -44,9 +44,14 @@ from turnstream.runtime.accumulate import (
     ToolCall,
     is_empty_response,
 )
-from turnstream.runtime.inbox import Inbox, QueuedInput, SeenCommands, input_problem
+from turnstream.runtime.input_queue import (
+    Inbox,
+    QueuedInput,
+    SeenCommands,
+    input_problem,
+)
 from turnstream.runtime.mailbox import Mailbox
-from turnstream.runtime.schema import (
+from turnstream.runtime.output_schema import (
     check_schema,
     check_structured_output,
     find_mismatch,
@@ -399,9 +404,8 @@ def test_package_tables_of_contents(package: object) -> None:
     resolves.
     """
     names = package.__all__  # type: ignore[attr-defined]
-    assert names == sorted(names, key=lambda n: (not n.isupper(), n)) or len(
-        set(names)
-    ) == len(names)
+    assert names == sorted(names, key=lambda n: (not n.isupper(), n))
+    assert len(set(names)) == len(names)
     for name in names:
         assert getattr(package, name) is not None
 

@@ -54,7 +54,7 @@ from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.faults import PartitionClosedError
 from turnstream.kafka.reader import SnapshotRead, read_journal
 from turnstream.runtime.fold import fold_loop
-from turnstream.runtime.inbox import SEEN_WINDOW, SeenCommands
+from turnstream.runtime.input_queue import SEEN_WINDOW, SeenCommands
 from turnstream.runtime.ports import Recovery
 from turnstream.state import LoopState
 from turnstream.wire import Codec

@@ -63,7 +63,7 @@ from turnstream.kafka.reader import JournalEntry, read_journal
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.security import KafkaSecurity
 from turnstream.kafka.topology import TopicNames, partition_counts
-from turnstream.runtime.inbox import SEEN_WINDOW
+from turnstream.runtime.input_queue import SEEN_WINDOW
 from turnstream.runtime.ports import Clock, IdSource, RandomIds, SystemClock
 from turnstream.runtime.session import Session
 from turnstream.runtime.subscription import (

@@ -36,7 +36,7 @@ from turnstream.kafka.topology import TopicNames
 from turnstream.loop_actor.tools import tool_set
 from turnstream.models import DemoModel
 from turnstream.runtime.config import LoopConfig
-from turnstream.runtime.model import ModelClient
+from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import Tool
 from turnstream.runtime.session import LoopSetup
 from turnstream.runtime.subscription import EventFilter, LoopScope, Subscription
@@ -180,7 +180,7 @@ async def collect_until(
     subscription: Subscription,
     done: Callable[[list[AnyEvent]], bool],
     *,
-    timeout: float = TIMEOUT,  # noqa: ASYNC109 - applied here with asyncio.timeout
+    timeout: float = TIMEOUT,
 ) -> list[AnyEvent]:
     """Read events until ``done(events so far)`` holds."""
     seen: list[AnyEvent] = []
