@@ -40,8 +40,15 @@ class LoopState(BaseModel):
         command_offset: the commands-topic offset of the next command to
             process (``-1`` when unknown).
         recent_command_ids: ids of the most recently resolved commands
-            (bounded window, oldest first), so a redelivered command is
-            recognised and not run twice.
+            (bounded window, oldest first), so a client's retry of a command
+            with the same id is recognised and not run twice.
+        applied_command_offset: commands-topic offset of the last command of
+            this loop the actor had taken when the snapshot was written; a
+            command at or before it has taken effect and never runs again
+            (``-1``: none, or not on Kafka).
+        pending_command_offsets: offsets at or before
+            ``applied_command_offset`` of admitted inputs that had no durable
+            answer yet (queued behind a turn); they run again after a restore.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -57,3 +64,5 @@ class LoopState(BaseModel):
     command_offset: int = -1
     recent_command_ids: tuple[UUID, ...] = ()
     updated_at: datetime | None = None
+    applied_command_offset: int = -1
+    pending_command_offsets: tuple[int, ...] = ()

@@ -22,6 +22,7 @@ from turnstream.errors import (
 from turnstream.events import EnduringEvent, EventBase
 from turnstream.ids import LoopId
 from turnstream.runtime.ports import Recovery
+from turnstream.runtime.progress import CommandProgress
 from turnstream.validation import validate_event
 
 __all__ = ["IdempotencyCollisionError", "InMemoryJournal"]
@@ -44,8 +45,15 @@ class InMemoryJournal:
         self._logs: dict[LoopId, list[EnduringEvent]] = {}
         self._by_id: dict[object, EnduringEvent] = {}
 
-    async def append(self, loop_id: LoopId, events: Sequence[EnduringEvent]) -> None:
+    async def append(
+        self,
+        loop_id: LoopId,
+        events: Sequence[EnduringEvent],
+        progress: CommandProgress | None = None,
+    ) -> None:
         """Validate every event, then append them all (or none).
+
+        ``progress`` is ignored: in memory there is no command log to redeliver.
 
         Raises:
             EphemeralNotPersistableError: an ephemeral event was given.

@@ -38,6 +38,7 @@ from turnstream.runtime.mailbox import (
     InterruptRequest,
     Mailbox,
     OpenGateRequest,
+    Posted,
     ShutdownRequest,
     StateQuery,
     TurnEnded,
@@ -52,6 +53,7 @@ from turnstream.runtime.ports import (
     RandomIds,
     SystemClock,
 )
+from turnstream.runtime.progress import CommandProgress
 from turnstream.runtime.stamping import EventFactory
 from turnstream.runtime.writer import LoopWriter
 from turnstream.state import LoopState
@@ -108,6 +110,11 @@ class LoopActor:
             journal=journal,
             hub=hub,
             commit_timeout=config.commit_timeout,
+            progress=CommandProgress(
+                state.applied_command_offset, state.pending_command_offsets
+            )
+            if state is not None
+            else None,
         )
         self._mail: Mailbox[ActorMessage] = Mailbox()
         self._machine = LoopMachine(
@@ -172,20 +179,18 @@ class LoopActor:
         """The loop's status (informational; it may change at any await)."""
         return self._machine.status
 
-    def post(self, command: Command) -> None:
-        """Send a command without waiting (Interrupt/Shutdown: priority lane).
+    def post(self, command: Command, position: int | None = None) -> None:
+        """Send a command without waiting; commands take effect in post order.
+
+        Args:
+            command: the client command.
+            position: its place in the loop's command log (the Kafka offset),
+                recorded when the actor takes it; ``None`` in memory.
 
         Raises:
             LoopClosedError: the actor has stopped.
         """
-        match command:
-            case Interrupt() | Shutdown():
-                accepted = self._mail.put_priority(command)
-            case SubmitInput() | Retract() | RespondGate():
-                accepted = self._mail.put(command)
-            case _:
-                assert_never(command)
-        if not accepted:
+        if not self._mail.put(Posted(command, position)):
             raise LoopClosedError
 
     async def _ask(
@@ -197,15 +202,26 @@ class LoopActor:
         return await reply
 
     async def interrupt(self, command: Interrupt) -> bool:
-        """Cancel the running turn; ``True`` iff a turn was cancelled."""
-        reply: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        return await self._ask(InterruptRequest(command, reply), reply, priority=True)
+        """Cancel the running turn; ``True`` iff a turn was cancelled.
 
-    async def shutdown(self, command: Shutdown) -> None:
-        """Stop the loop (quietly: no LoopIdle); return once it has stopped."""
+        Taken in order after every command sent before it, so it cancels the
+        turn an earlier submit started.
+        """
+        reply: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        return await self._ask(InterruptRequest(command, reply), reply, priority=False)
+
+    async def shutdown(self, command: Shutdown, *, urgent: bool = False) -> None:
+        """Stop the loop (quietly: no LoopIdle); return once it has stopped.
+
+        Args:
+            command: the stop.
+            urgent: the host's own stop (a handover, the session closing), served
+                before queued commands, which then stay unanswered; a client's
+                ``Shutdown`` is not urgent and takes effect in order.
+        """
         reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
-            await self._ask(ShutdownRequest(command, reply), reply, priority=True)
+            await self._ask(ShutdownRequest(command, reply), reply, priority=urgent)
         except LoopClosedError:
             return  # already stopped: shutdown is idempotent
 
@@ -266,19 +282,11 @@ class LoopActor:
         finally:
             self._stopped.set()
 
-    async def _handle(self, message: ActorMessage) -> None:  # noqa: PLR0912 - one dispatch table
+    async def _handle(self, message: ActorMessage) -> None:
         machine = self._machine
         match message:
-            case SubmitInput():
-                await machine.on_submit(message)
-            case Retract():
-                await machine.on_retract(message)
-            case RespondGate():
-                await machine.on_answer(message)
-            case Interrupt():
-                machine.on_interrupt()
-            case Shutdown():
-                await machine.on_shutdown()
+            case Posted():
+                await self._take(message)
             case InterruptRequest():
                 _settle(message.reply, machine.on_interrupt())
             case ShutdownRequest():
@@ -303,6 +311,26 @@ class LoopActor:
             case _:
                 assert_never(message)
 
+    async def _take(self, posted: Posted) -> None:
+        """Apply one client command, recording its place in the command log."""
+        machine = self._machine
+        command = posted.command
+        if posted.position is not None:
+            self._writer.progress.take(posted.position)
+        match command:
+            case SubmitInput():
+                await machine.on_submit(command, posted.position)
+            case Retract():
+                await machine.on_retract(command)
+            case RespondGate():
+                await machine.on_answer(command)
+            case Interrupt():
+                machine.on_interrupt()
+            case Shutdown():
+                await machine.on_shutdown()
+            case _:
+                assert_never(command)
+
     def _wake_waiters(self) -> None:
         machine = self._machine
         stopped = machine.status is LoopStatus.STOPPED
@@ -320,8 +348,8 @@ class LoopActor:
         machine = self._machine
         for message in self._mail.take_all():
             match message:
-                case SubmitInput():
-                    command_id = CommandId(message.command_id)
+                case Posted(command=SubmitInput() as submit):
+                    command_id = CommandId(submit.command_id)
                     if command_id not in machine.seen:
                         machine.seen.add(command_id)
                         await self._writer.reject(

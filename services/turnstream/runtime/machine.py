@@ -124,6 +124,7 @@ class LoopMachine:
 
     def snapshot(self) -> LoopState:
         """The committed state (history is exactly what the journal holds)."""
+        progress = self._writer.progress.after(())
         active = self._active
         open_turn = (
             OpenTurn(turn_id=active.turn_id, turn_index=active.turn_index)
@@ -140,6 +141,8 @@ class LoopMachine:
             open_turn=open_turn,
             recent_command_ids=self.seen.recent(),
             updated_at=self._factory.now(),
+            applied_command_offset=progress.applied,
+            pending_command_offsets=progress.pending,
         )
 
     def abandon_gates(self) -> None:
@@ -151,12 +154,16 @@ class LoopMachine:
     # Admission (§4.2) and turn start (§4.3)
     # ------------------------------------------------------------------
 
-    async def on_submit(self, command: SubmitInput) -> None:
-        """Admit, queue or refuse an input."""
+    async def on_submit(
+        self, command: SubmitInput, position: int | None = None
+    ) -> None:
+        """Admit, queue or refuse an input (``position``: its place in the log)."""
         command_id = CommandId(command.command_id)
         if command_id in self.seen:
             return  # a redelivered command: it was resolved already
         self.seen.add(command_id)
+        if position is not None:
+            self._writer.progress.admit(position, command_id)
         if self.status in (LoopStatus.SHUTTING_DOWN, LoopStatus.STOPPED):
             await self._writer.reject(command_id, RejectReason.SHUTTING_DOWN)
             return

@@ -1,14 +1,21 @@
 """The actor's mailbox: three lanes and the messages that travel on them.
 
-Owns :class:`Mailbox` and the actor's private request messages. Lanes, served
-in this order on every receive:
+Owns :class:`Mailbox`, :class:`Posted` (a client command with its place in the
+loop's command log) and the actor's private request messages. Lanes, served in
+this order on every receive:
 
-1. *priority*: ``Interrupt`` and ``Shutdown`` (and their acked forms), so they
-   are never stuck behind ordinary commands (contract §4.1, §10.2);
+1. *priority*: stops the host itself asks for (a partition handover, the
+   session closing), which are no command of the loop's log;
 2. *internal*: hand-offs from the running turn task (commits, drains, gate
    openings, the turn's end) and timer expiries, so a turn is never starved by
    a burst of submits;
-3. *ordinary*: ``SubmitInput``, ``Retract``, ``RespondGate`` and queries, FIFO.
+3. *ordinary*: every client command -- ``SubmitInput``, ``Retract``,
+   ``RespondGate``, ``Interrupt``, ``Shutdown`` and their acked forms -- and
+   queries, FIFO, so commands take effect in their log order. An ``Interrupt``
+   behind a ``SubmitInput`` cancels the turn that submit started; it still cuts
+   into a running stream or tool call at once, because the actor is idle on its
+   mailbox while a turn runs. (The contract's Go loop serves interrupts on a
+   priority lane; on a log, taking effect in log order is the promise.)
 
 Putting never blocks: admission limits are the actor's decision (a full inbox
 answers ``TurnRejected{queue_full}``), not the mailbox's. After
@@ -35,6 +42,7 @@ from turnstream.state import LoopState
 
 __all__ = [
     "ActorMessage",
+    "ClientCommand",
     "CommitRequest",
     "DrainExpired",
     "DrainRequest",
@@ -43,6 +51,7 @@ __all__ = [
     "InterruptRequest",
     "Mailbox",
     "OpenGateRequest",
+    "Posted",
     "ShutdownRequest",
     "StateQuery",
     "TurnEnded",
@@ -104,6 +113,23 @@ class Mailbox(Generic[M]):
         for lane in (self._priority, self._internal, self._ordinary):
             lane.clear()
         return taken
+
+
+ClientCommand = SubmitInput | Retract | RespondGate | Interrupt | Shutdown
+"""Every command a client sends a loop."""
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """A client command and its position in the loop's command log.
+
+    ``position`` is the command's Kafka offset (``None`` in memory): the actor
+    records it when it takes the command, so a redelivered command at or before
+    it is recognised (see :mod:`turnstream.runtime.progress`).
+    """
+
+    command: ClientCommand
+    position: int | None = None
 
 
 # --------------------------------------------------------------------------
@@ -198,11 +224,7 @@ class DrainExpired:
 
 
 ActorMessage = (
-    SubmitInput
-    | Retract
-    | RespondGate
-    | Interrupt
-    | Shutdown
+    Posted
     | InterruptRequest
     | ShutdownRequest
     | GateRequest

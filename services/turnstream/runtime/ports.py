@@ -30,6 +30,7 @@ from turnstream.content import TextBlock, ToolResultContent
 from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.ids import LoopId, SessionId, StepId, ToolExecutionId, TurnId, new_uuid
 from turnstream.runtime.model_client import ToolSpec
+from turnstream.runtime.progress import CommandProgress
 from turnstream.state import LoopState
 
 if TYPE_CHECKING:
@@ -83,12 +84,20 @@ class Journal(Protocol):
     sees concurrent appends for the same loop.
     """
 
-    async def append(self, loop_id: LoopId, events: Sequence[EnduringEvent]) -> None:
+    async def append(
+        self,
+        loop_id: LoopId,
+        events: Sequence[EnduringEvent],
+        progress: CommandProgress | None = None,
+    ) -> None:
         """Commit ``events`` atomically, in order; return only once committed.
 
         One call is one atomic commit (for Kafka: one transaction). Raising
         means nothing of the call was committed; the runtime then neither
-        delivers the events live nor changes its state.
+        delivers the events live nor changes its state. ``progress`` is how far
+        the loop has applied its command log once these events are committed;
+        a journal that keeps snapshots stores it with them, in the same commit
+        (``None``: unchanged).
         """
         ...
 

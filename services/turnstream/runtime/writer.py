@@ -2,7 +2,9 @@
 
 Owns :class:`LoopWriter`, used only by the loop's actor: :meth:`LoopWriter.
 commit` stamps enduring events (``event_id`` + ``created_at``), appends them to
-the journal as one atomic commit under a timeout, applies the caller's state
+the journal as one atomic commit under a timeout (with the loop's
+:class:`~turnstream.runtime.progress.CommandProgress` as it stands once they
+are committed), applies the caller's state
 change only if the append committed, and only then delivers them live;
 :meth:`LoopWriter.publish` sends ephemeral events (which may be dropped). It
 also builds the events the actor itself emits (``LoopStarted``, ``LoopIdle``,
@@ -50,6 +52,7 @@ from turnstream.runtime.handshake import (
 )
 from turnstream.runtime.input_queue import QueuedInput
 from turnstream.runtime.ports import Journal, LiveHub
+from turnstream.runtime.progress import CommandProgress, ProgressTracker
 from turnstream.runtime.stamping import EventFactory
 
 __all__ = ["EndedTurn", "LoopWriter"]
@@ -76,9 +79,11 @@ class LoopWriter:
         journal: Journal,
         hub: LiveHub,
         commit_timeout: float,
+        progress: CommandProgress | None = None,
     ) -> None:
         self.loop_id = loop_id
         self.factory = factory
+        self.progress = ProgressTracker(progress)
         self._journal = journal
         self._hub = hub
         self._commit_timeout = commit_timeout
@@ -105,15 +110,23 @@ class LoopWriter:
         except Exception:  # noqa: BLE001 - fail secure: an event without an id is never written
             _log.warning("event id could not be minted")
             return False
+        answered = [r for r in (e.reply_to() for e in stamped) if r is not None]
         try:
             async with asyncio.timeout(within or self._commit_timeout):
-                await self._journal.append(self.loop_id, stamped)
+                await self._journal.append(
+                    self.loop_id, stamped, self.progress.after(answered)
+                )
         except Exception as exc:  # noqa: BLE001 - not committed: nothing changes, nothing is seen
             _log.warning(
                 "journal append failed",
-                extra={"exc_type": type(exc).__name__, "events": len(stamped)},
+                extra={
+                    "exc_type": type(exc).__name__,
+                    "events": len(stamped),
+                    "loop_id": str(self.loop_id),
+                },
             )
             return False
+        self.progress.settle(answered)
         if apply is not None:
             apply()
         try:

@@ -15,6 +15,7 @@ from turnstream.events import EnduringEvent
 from turnstream.ids import LoopId
 from turnstream.memory.journal import InMemoryJournal
 from turnstream.runtime.ports import Recovery
+from turnstream.runtime.progress import CommandProgress
 
 __all__ = ["FlakyJournal", "JournalFailure"]
 
@@ -29,6 +30,7 @@ class FlakyJournal:
     def __init__(self, inner: InMemoryJournal | None = None) -> None:
         self.inner = inner or InMemoryJournal()
         self.appends = 0
+        self.progress: CommandProgress | None = None  # the last one given
         self._fail_next = 0
         self._fail_when: Callable[[Sequence[EnduringEvent]], bool] | None = None
         self._stall: asyncio.Event | None = None
@@ -48,9 +50,16 @@ class FlakyJournal:
         self._stall = asyncio.Event()
         return self._stall
 
-    async def append(self, loop_id: LoopId, events: Sequence[EnduringEvent]) -> None:
+    async def append(
+        self,
+        loop_id: LoopId,
+        events: Sequence[EnduringEvent],
+        progress: CommandProgress | None = None,
+    ) -> None:
         """Append through the inner journal, unless told to fail."""
         self.appends += 1
+        if progress is not None:
+            self.progress = progress
         if self._stall is not None:
             await self._stall.wait()
         if self._fail_next:
@@ -58,7 +67,7 @@ class FlakyJournal:
             raise JournalFailure("injected append failure")
         if self._fail_when is not None and self._fail_when(events):
             raise JournalFailure("injected append failure")
-        await self.inner.append(loop_id, events)
+        await self.inner.append(loop_id, events, progress)
 
     async def recover(self, loop_id: LoopId) -> Recovery:
         """Delegate."""

@@ -605,4 +605,13 @@ def loop_state_from(rec: Record) -> LoopState:
         command_offset=_int(rec, "command_offset"),
         recent_command_ids=_command_ids(rec),
         updated_at=_opt_timestamp(rec, "updated_at"),
+        applied_command_offset=_int(rec, "applied_command_offset"),
+        pending_command_offsets=_offsets(rec, "pending_command_offsets"),
     )
+
+
+def _offsets(rec: Record, key: str) -> tuple[int, ...]:
+    values = _list(rec, key)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise _wrong(key, "an array of longs")
+    return tuple(v for v in values if isinstance(v, int))

@@ -463,4 +463,6 @@ def loop_state_record(state: LoopState) -> Record:
         "command_offset": state.command_offset,
         "recent_command_ids": _uuids(state.recent_command_ids),
         "updated_at": _opt_timestamp(state.updated_at, "loop_state.updated_at"),
+        "applied_command_offset": state.applied_command_offset,
+        "pending_command_offsets": list(state.pending_command_offsets),
     }

@@ -823,10 +823,10 @@ async def test_step_done_append_failure_ends_turn_interrupted() -> None:
         assert await history_of(rig) == ["User:a"]
 
 
-async def test_interrupt_overtakes_a_backlog_of_ordinary_commands() -> None:
-    """Contract §10.2 priority lane: an Interrupt sent after a backlog of ordinary
-    commands is handled before them (here: before the submit that would have started
-    a turn for it to cancel).
+async def test_interrupt_takes_effect_after_the_commands_before_it() -> None:
+    """Commands take effect in log order (issue 14, a deliberate divergence from the
+    contract's priority lane): an Interrupt sent after a backlog of submits cancels
+    the turn the first of them started; the other (user) inputs are kept and run.
     """
     from turnstream.commands import Interrupt
 
@@ -839,8 +839,34 @@ async def test_interrupt_overtakes_a_backlog_of_ordinary_commands() -> None:
             loop_id=rig.loop_id,
             created_at=rig.clock.now(),
         )
-        assert await actor.interrupt(interrupt) is False  # nothing was running yet
+        assert await actor.interrupt(interrupt) is True  # b0's turn was running
         await rig.idle()
-        assert not rig.recorder.of_type(TurnInterrupted)
-        started = [s.reply_to() for s in rig.recorder.of_type(TurnStarted)]
-        assert started == backlog
+        started = rig.recorder.of_type(TurnStarted)
+        assert [s.reply_to() for s in started] == backlog
+        interrupted = rig.recorder.of_type(TurnInterrupted)
+        assert [e.header.turn_id for e in interrupted] == [started[0].header.turn_id]
+        assert len(rig.recorder.of_type(TurnDone)) == 4
+
+
+async def test_local_session_submit_then_interrupt_before_the_loop_runs() -> None:
+    """In process, as on Kafka: a submit and an interrupt posted back to back before
+    the loop runs end that submit's turn ``TurnInterrupted``, for every loop.
+    """
+    async with open_rig(*[text_step("x") for _ in range(40)]) as rig:
+        session = rig.session
+        loops = [
+            await session.create_loop(LoopConfig(model="scripted-model"), rig.model)
+            for _ in range(20)
+        ]
+        submits = [await session.submit_to_loop(loop, "go") for loop in loops]
+        acks = await asyncio.gather(*(session.interrupt(loop) for loop in loops))
+        assert all(acks)
+        await session.wait_idle()
+        ended = {
+            e.header.turn_id: e.type_name for e in rig.recorder.events if e.ends_turn()
+        }
+        started = {
+            s.reply_to(): s.header.turn_id for s in rig.recorder.of_type(TurnStarted)
+        }
+        assert set(started) == set(submits)
+        assert [ended[started[c]] for c in submits] == ["TurnInterrupted"] * 20

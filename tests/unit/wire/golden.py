@@ -323,6 +323,8 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         command_offset=7,
         recent_command_ids=(uid(11), uid(12)),
         updated_at=AT,
+        applied_command_offset=9,
+        pending_command_offsets=(5, 8),
     ),
     "LoopState-empty": lambda: LoopState(session_id=SESSION, loop_id=LOOP),
 }

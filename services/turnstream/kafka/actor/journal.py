@@ -56,6 +56,7 @@ from turnstream.kafka.reader import SnapshotRead, read_journal
 from turnstream.runtime.fold import fold_loop
 from turnstream.runtime.input_queue import SEEN_WINDOW, SeenCommands
 from turnstream.runtime.ports import Recovery
+from turnstream.runtime.progress import CommandProgress
 from turnstream.state import LoopState
 from turnstream.wire import Codec
 
@@ -138,14 +139,44 @@ class PartitionJournal:
         view = self._views.get(loop_id)
         return view is not None and command_id in view.resolved
 
+    def already_applied(self, loop_id: UUID, offset: int, command_id: UUID) -> bool:
+        """Whether the command at ``offset`` already took effect for ``loop_id``.
+
+        True for a command at or before the loop's durable mark of applied
+        commands that is not a pending input (see
+        :mod:`turnstream.runtime.progress`), and for a command answered since
+        the snapshot or among the recently resolved ids (a client's retry).
+        Only loops already recovered (or appended to) are consulted; call
+        :meth:`recover` first for a loop seen for the first time.
+        """
+        view = self._views.get(loop_id)
+        if view is None:
+            return False
+        if command_id in view.resolved:
+            return True
+        base = view.base
+        return base is not None and CommandProgress(
+            base.applied_command_offset, base.pending_command_offsets
+        ).covers(offset)
+
     def close_for_handover(self) -> None:
         """From now on commit only what ends running turns (see module docstring)."""
         self._handover = True
 
     # ------------------------------------------------------- the Journal port
 
-    async def append(self, loop_id: LoopId, events: Sequence[EnduringEvent]) -> None:
-        """Commit ``events`` in one transaction; raise if not committed."""
+    async def append(
+        self,
+        loop_id: LoopId,
+        events: Sequence[EnduringEvent],
+        progress: CommandProgress | None = None,
+    ) -> None:
+        """Commit ``events`` in one transaction; raise if not committed.
+
+        A state record written with them carries ``progress`` (else the last
+        one stored), so the mark of applied commands moves atomically with the
+        events that made it true.
+        """
         if not events:
             return
         if self._handover and not all(isinstance(e, _HANDOVER_TYPES) for e in events):
@@ -164,6 +195,13 @@ class PartitionJournal:
         settles = not open_after and not all(isinstance(e, LoopIdle) for e in events)
         due = opens or settles
         state = fold_loop([*view.unfolded, *events], view.base) if due else None
+        if state is not None and progress is not None:
+            state = state.model_copy(
+                update={
+                    "applied_command_offset": progress.applied,
+                    "pending_command_offsets": progress.pending,
+                }
+            )
 
         def committed(written: LoopState | None) -> None:
             # Runs for every committed append, even one whose caller stopped
