@@ -260,3 +260,27 @@ def test_parse_bootstrap_rejects(raw: str) -> None:
     """Malformed bootstrap lists are ConfigErrors."""
     with pytest.raises(ConfigError):
         parse_bootstrap(raw)
+
+
+def test_topics_every_answer_to_a_command_fits_its_topic() -> None:
+    """A command the commands topic accepts can be dead-lettered (with headers),
+    journaled (TurnStarted carries it) and snapshotted: each of those topics takes at
+    least the commands limit plus 64 KiB of headroom.
+    """
+    from pathlib import Path
+
+    from turnstream.kafka.admin.topics import load_topic_set
+
+    spec = load_topic_set(Path(__file__).resolve().parents[2] / "infra" / "topics.yaml")
+    limits = {
+        t.name: int(t.config["max.message.bytes"])
+        for t in spec.topics
+        if "max.message.bytes" in t.config
+    }
+    commands = limits["turnstream.commands.v1"]
+    for name in (
+        "turnstream.commands.dlq.v1",
+        "turnstream.events.v1",
+        "turnstream.loops.v1",
+    ):
+        assert limits[name] >= commands + 64 * 1024, name

@@ -124,6 +124,16 @@ class MetricsSource(Protocol):
         ...
 
     @property
+    def dead_letters_truncated(self) -> int:
+        """Dead letters written bounded (the whole record did not fit)."""
+        ...
+
+    @property
+    def dead_letters_dropped(self) -> int:
+        """Poison records given up (not even a bounded dead letter fit)."""
+        ...
+
+    @property
     def deltas_sent(self) -> int:
         """Live events handed to the deltas producer."""
         ...
@@ -213,6 +223,16 @@ class ServiceCollector(Collector):
         )
         yield _counter(
             "dead_letters", "Undecodable commands dead-lettered.", s.dead_letters
+        )
+        yield _counter(
+            "dead_letters_truncated",
+            "Dead letters written bounded (reason, size, key, a prefix).",
+            s.dead_letters_truncated,
+        )
+        yield _counter(
+            "dead_letters_dropped",
+            "Poison records given up: not even a bounded dead letter fit.",
+            s.dead_letters_dropped,
         )
         yield _counter("deltas_sent", "Live events produced.", s.deltas_sent)
         yield _counter(

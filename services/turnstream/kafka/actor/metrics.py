@@ -110,6 +110,10 @@ class ServiceMetrics:
         commands: commands read, by type name.
         duplicates: redelivered commands skipped by command id.
         dead_letters: undecodable commands sent to the dead-letter topic.
+        dead_letters_truncated: of those, written as bounded dead letters
+            (the whole record did not fit the dead-letter topic).
+        dead_letters_dropped: poison records not even a bounded dead letter
+            could be written for (their offsets were given up).
         deltas_sent: live events handed to the deltas producer.
         deltas_dropped: live events dropped (buffer full or send failed).
         fenced: partitions lost to a newer producer.
@@ -131,6 +135,8 @@ class ServiceMetrics:
     commands: Counter[str] = field(default_factory=Counter)
     duplicates: int = 0
     dead_letters: int = 0
+    dead_letters_truncated: int = 0
+    dead_letters_dropped: int = 0
     deltas_sent: int = 0
     deltas_dropped: int = 0
     fenced: int = 0

@@ -49,9 +49,17 @@ from turnstream.kafka.actor.writer import (
     transactional_id,
 )
 from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.faults import PartitionClosedError
+from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
 from turnstream.kafka.reader import read_latest_states
-from turnstream.kafka.records import dead_letter_headers, dead_letter_id, parse_loop_key
+from turnstream.kafka.records import (
+    DeadLetterKind,
+    bounded_dead_letter,
+    dead_letter_headers,
+    dead_letter_id,
+    loop_key,
+    parse_loop_key,
+    partition_for,
+)
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.actor import LoopActor, LoopStatus
 from turnstream.runtime.errors import LoopClosedError, RestoreError
@@ -89,6 +97,8 @@ class RunnerContext:
         writer: the writers' settings.
         stop_timeout: seconds a handover may take per loop.
         spawn: starts tasks in the service's task group.
+        partitions: the commands topic's partition count (a command on any
+            other partition than its key's is dead-lettered).
     """
 
     clients: KafkaClients
@@ -104,6 +114,7 @@ class RunnerContext:
     writer: WriterSettings
     stop_timeout: float
     spawn: Spawn
+    partitions: int
 
 
 @dataclass(slots=True)
@@ -225,9 +236,11 @@ class PartitionRunner:
             return  # not noted: the next owner reads it again
         ctx = self._ctx
         try:
-            command = _decode(ctx.codec, record)
-        except DecodeError as exc:
-            ctx.spawn(self._dead_letter(record, str(exc)), "dead-letter")
+            command = _decode(ctx.codec, record, ctx.partitions)
+        except _Poison as poison:
+            ctx.spawn(
+                self._dead_letter(record, poison.kind, poison.reason), "dead-letter"
+            )
             return
         ctx.metrics.commands[command.type] += 1
         try:
@@ -240,7 +253,10 @@ class PartitionRunner:
             return
         except TurnstreamError as exc:  # RestoreError, DecodeError: permanent
             reason = f"loop {command.loop_id} cannot be restored ({exc.kind})"
-            ctx.spawn(self._dead_letter(record, reason), "dead-letter")
+            ctx.spawn(
+                self._dead_letter(record, DeadLetterKind.UNRESTORABLE, reason),
+                "dead-letter",
+            )
             return
         if not (self._closing or self.broken):
             await self._deliver(record.offset, command, actor)
@@ -248,20 +264,24 @@ class PartitionRunner:
     async def _deliver(
         self, offset: int, command: AnyCommand, actor: LoopActor | None
     ) -> None:
-        """Note the command in the offset ledger and hand it to its actor."""
+        """Note the command in the offset ledger and hand it to its actor.
+
+        A command the loop has already applied (at or before its durable mark,
+        or answered since) is skipped, however far back redelivery started.
+        """
         if actor is None:
             self.writer.note_processed(offset)
             return
+        if self.journal.already_applied(command.loop_id, offset, command.command_id):
+            self._ctx.metrics.duplicates += 1
+            self.writer.note_processed(offset)
+            return
         if isinstance(command, SubmitInput):
-            if self.journal.is_resolved(command.loop_id, command.command_id):
-                self._ctx.metrics.duplicates += 1
-                self.writer.note_processed(offset)
-                return
             self.writer.note_awaiting(offset, command.command_id)
         else:
             self.writer.note_processed(offset)
         try:
-            actor.post(command)
+            actor.post(command, offset)
         except LoopClosedError:
             # The actor stopped since it was looked up: an input restarts the
             # loop; any other command has nothing left to act on.
@@ -272,31 +292,73 @@ class PartitionRunner:
             except TurnstreamError:
                 return  # stays unanswered: read again from the committed offset
             if restarted is not None and not (self._closing or self.broken):
-                restarted.post(command)
+                restarted.post(command, offset)
 
-    async def _dead_letter(self, record: Any, reason: str) -> None:
+    async def _dead_letter(
+        self, record: Any, kind: DeadLetterKind, reason: str
+    ) -> None:
+        """Dead-letter a poison record; never leave its offset unsettled.
+
+        The full record first; if the dead-letter topic refuses it as it is
+        (too large), a bounded one (reason, size, offset, key, a prefix of the
+        bytes); if even that is refused, the offset is given up and counted.
+        A transient failure rebuilds the partition, so the record is read again.
+        """
         topics = self._ctx.topics
-        try:
-            await self.writer.dead_letter(
-                key=record.key,
-                value=record.value or b"",
-                headers=dead_letter_headers(
-                    list(record.headers or ()),
-                    reason=reason,
-                    topic=topics.commands,
-                    partition=self.partition,
+        metrics = self._ctx.metrics
+        value = record.value or b""
+        record_id = dead_letter_id(topics.commands, self.partition, record.offset)
+        where = {
+            "topic": topics.commands,
+            "partition": self.partition,
+            "offset": record.offset,
+        }
+        full = (
+            record.key,
+            value,
+            dead_letter_headers(
+                list(record.headers or ()), reason=reason, kind=kind, **where
+            ),
+        )
+        bounded = bounded_dead_letter(
+            key=record.key, value=value, reason=reason, kind=kind, **where
+        )
+        for attempt, (key, body, headers) in enumerate((full, bounded)):
+            try:
+                await self.writer.dead_letter(
+                    key=key,
+                    value=body,
+                    headers=headers,
                     offset=record.offset,
-                ),
-                offset=record.offset,
-                record_id=dead_letter_id(
-                    topics.commands, self.partition, record.offset
-                ),
-            )
-        except TransportError as exc:
+                    record_id=record_id,
+                )
+            except CommitFailedError as exc:
+                if exc.is_retriable:
+                    break
+                _log.warning(
+                    "dead letter refused; writing a bounded one"
+                    if attempt == 0
+                    else "bounded dead letter refused; the record is dropped",
+                    extra={**where, "cause": exc.cause, "bytes": len(value)},
+                )
+                continue
+            except TransportError:
+                break
+            if attempt == 1:
+                metrics.dead_letters_truncated += 1
+            return
+        else:
+            # Refused even bounded: the offset must not hold the partition.
+            metrics.dead_letters_dropped += 1
+            self.writer.note_abandoned(record.offset, record_id)
+            return
+        if not (self._closing or self.broken):
             _log.warning(
-                "dead letter not written; the command will be read again",
-                extra={"partition": self.partition, "exc_type": type(exc).__name__},
+                "dead letter not written; the partition is rebuilt and the "
+                "record read again",
+                extra={"partition": self.partition},
             )
+            self.writer.fail()
 
     async def _actor_for(self, command: AnyCommand) -> LoopActor | None:
         """The live actor of the command's loop, restored or created if needed.
@@ -421,15 +483,46 @@ class PartitionRunner:
                 await asyncio.wait([self._writer_task], timeout=1.0)
 
 
-def _decode(codec: Codec, record: Any) -> AnyCommand:
-    """The record's command, checked against its key.
+class _Poison(Exception):
+    """A record that must not run: why, as a dead-letter kind and reason."""
+
+    def __init__(self, kind: DeadLetterKind, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+def _decode(codec: Codec, record: Any, partitions: int) -> AnyCommand:
+    """The record's command, checked against its key and partition.
+
+    A command runs only on the partition its loop's key belongs to, keyed by the
+    canonical text of its loop id: anything else would give the loop a second
+    writer (another partition's owner) or a second spelling of itself.
 
     Raises:
-        DecodeError: no value, not a command, or a key naming another loop.
+        _Poison: no value, not a command, a key that is not the canonical
+            text of the command's loop id, or a record on another partition.
     """
     if record.value is None:
-        raise DecodeError("command", "the record has no value")
-    command = codec.unmarshal_command(record.value)
-    if parse_loop_key(record.key) != command.loop_id:
-        raise DecodeError("command", "the record key does not name its loop")
+        raise _Poison(DeadLetterKind.UNDECODABLE, "the record has no value")
+    try:
+        command = codec.unmarshal_command(record.value)
+    except DecodeError as exc:
+        raise _Poison(DeadLetterKind.UNDECODABLE, str(exc)) from None
+    key = loop_key(command.loop_id)
+    if record.key != key:
+        named = parse_loop_key(record.key)
+        reason = (
+            "the record key does not name its loop"
+            if named != command.loop_id
+            else "the record key is not the canonical (lowercase) text of its loop id"
+        )
+        raise _Poison(DeadLetterKind.BAD_KEY, f"bad_key: {reason}")
+    home = partition_for(key, partitions)
+    if home != record.partition:
+        raise _Poison(
+            DeadLetterKind.MISROUTED,
+            f"misrouted: the loop's key belongs to partition {home}, "
+            f"the record was on {record.partition}",
+        )
     return command

@@ -140,6 +140,7 @@ class LoopActorService:
         self._ids = ids or RandomIds()
         self.metrics = metrics or ServiceMetrics()
         self._runners: dict[int, PartitionRunner] = {}
+        self._partitions = 0
         self._to_reset: set[int] = set()
         self._generation = 0
         self._assignment_done = asyncio.Event()
@@ -192,7 +193,7 @@ class LoopActorService:
             TransportError: Kafka failed in a way the service cannot survive.
         """
         settings = self.settings
-        await check_copartitioned(self._clients, settings.topics)
+        self._partitions = await check_copartitioned(self._clients, settings.topics)
         self._hub = DeltaPublisher(
             clients=self._clients,
             topic=settings.topics.deltas,
@@ -368,6 +369,7 @@ class LoopActorService:
             writer=self.settings.writer,
             stop_timeout=self.settings.stop_timeout,
             spawn=self._spawn,
+            partitions=self._partitions,
         )
         tp = TopicPartition(self.settings.topics.commands, partition)
 

@@ -303,6 +303,16 @@ class PartitionWriter:
         """The input at ``offset`` waits for a durable answer (synchronous)."""
         self._ledger.awaiting(offset, command_id)
 
+    def note_abandoned(self, offset: int, record_id: UUID) -> None:
+        """Give the record at ``offset`` up: it will never be answered.
+
+        For a poison record even a bounded dead letter could not be written
+        for: its offset must not hold the committed offset back.
+        """
+        self._ledger.processed(offset)
+        self._ledger.resolve((record_id,))
+        self._wake.set()
+
     # --------------------------------------------------------------- requests
 
     async def append(
