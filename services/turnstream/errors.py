@@ -23,6 +23,7 @@
     ├── SessionError                     a Session API call could not be carried out
     ├── SubscriptionLossError            a subscriber fell behind on enduring events
     └── TransportError                   a broker/network failure (keeps ``retriable``)
+        └── CommandNotConfirmedError     a command's send was not acknowledged in time
 
 Every error has a stable ``kind`` (a ``ClassVar`` string) to branch on, and a
 ``retriable`` flag. Messages are built from typed fields and never contain
@@ -34,6 +35,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "CommandNotConfirmedError",
     "ConfigError",
     "ContractError",
     "DecodeError",
@@ -352,3 +354,28 @@ class TransportError(TurnstreamError):
         self.reason = reason
         self.is_retriable = retriable
         super().__init__(f"{operation} failed: {reason}")
+
+
+class CommandNotConfirmedError(TransportError):
+    """The broker did not acknowledge a command in time: its fate is unknown.
+
+    The record may still be delivered (the producer keeps retrying it), so the
+    command may yet take effect. ``command_id`` is the caller's handle: watch for
+    its answer, or send the command again with the same id -- the loop applies a
+    command id once.
+
+    Attributes:
+        command_id: the id the command was sent with (a ``UUID``).
+        loop_id: the loop it was addressed to.
+    """
+
+    kind = "command_not_confirmed"
+
+    def __init__(self, command_id: object, loop_id: object, reason: str) -> None:
+        self.command_id = command_id
+        self.loop_id = loop_id
+        super().__init__(
+            f"send command {command_id}",
+            f"{reason}; it may still arrive -- retry with the same command id",
+            retriable=True,
+        )

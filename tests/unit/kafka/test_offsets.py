@@ -86,3 +86,61 @@ def test_offsets_negative_offsets_are_refused() -> None:
     """Kafka offsets are never negative."""
     with pytest.raises(ValueError, match="negative"):
         CommandOffsets().processed(-1)
+
+
+# --------------------------------------------------------------------------
+# Property: the committable offset is the first unsettled one
+# --------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# What happens to each offset, read in order: processed at once; an input that
+# waits for its answer; a poison record whose dead letter is written; or one
+# whose dead letter (full and bounded) is refused, so it is abandoned.
+_FATES = st.sampled_from(["processed", "answered", "dead_lettered", "abandoned"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fates=st.lists(_FATES, min_size=1, max_size=40),
+    order=st.randoms(use_true_random=False),
+)
+def test_offsets_committable_never_lags_a_settled_prefix(
+    fates: list[str], order: object
+) -> None:
+    """Any interleaving of accepted, answered, dead-lettered and failed-to-dead-letter
+    offsets: the committable offset is always the first unsettled offset (or the
+    next one to read), so it never stays behind a settled one and never passes an
+    unsettled one.
+    """
+    import random
+
+    assert isinstance(order, random.Random)
+    ledger = CommandOffsets()
+    unsettled: dict[int, object] = {}
+    for offset, fate in enumerate(fates):
+        if fate == "processed":
+            ledger.processed(offset)
+            continue
+        ident = uuid4()
+        ledger.awaiting(offset, ident)  # an input, or a dead letter in flight
+        unsettled[offset] = (fate, ident)
+    settle = list(unsettled)
+    order.shuffle(settle)
+    settled: set[int] = set()
+
+    def check() -> None:
+        waiting = [o for o in unsettled if o not in settled]
+        expected = min(waiting) if waiting else len(fates)
+        assert ledger.committable() == expected
+        assert ledger.pending == len(waiting)
+
+    check()
+    for offset in settle:
+        fate, ident = unsettled[offset]  # type: ignore[misc]
+        if fate == "abandoned":
+            ledger.processed(offset)  # what PartitionWriter.note_abandoned does
+        ledger.resolve([ident])  # type: ignore[list-item]
+        settled.add(offset)
+        check()

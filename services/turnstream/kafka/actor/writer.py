@@ -635,17 +635,29 @@ class PartitionWriter:
     async def _recover(self, exc: Exception, outcome: _Outcome, deadline: float) -> str:
         """After a failed transaction: ``"retry"``, ``"committed"`` or ``"stop"``."""
         phase, self._phase = self._phase, _Phase.IDLE
-        if classify(exc) is Fault.FENCED:
+        fault = classify(exc)
+        if fault is Fault.FENCED:
             self._break(WriterState.FENCED)
             return "stop"
         if phase is _Phase.OPEN and await self._abort(deadline):
-            return "retry"
+            if fault is Fault.RETRIABLE:
+                return "retry"
+            # A record the broker refused (too large, not authorised) or a
+            # fatal producer error leaves the idempotent producer's sequence
+            # numbers behind the broker's (the next batch would fail
+            # OutOfOrderSequenceNumber forever): start a fresh producer.
+            return "retry" if await self._rebuild(deadline) else "stop"
         # The transaction's state is unknown (committing, fatal, abort failed):
         # a fresh producer resolves it on the coordinator.
         if not await self._rebuild(deadline):
             return "stop"
         if phase is not _Phase.COMMITTING or outcome.probe is None:
             return "retry"
+        return await self._committed_or_not(outcome, deadline)
+
+    async def _committed_or_not(self, outcome: _Outcome, deadline: float) -> str:
+        """Whether a commit whose answer was lost happened: look for its record."""
+        assert outcome.probe is not None  # noqa: S101 - checked by the caller
         assert outcome.probe_offset is not None  # noqa: S101 - set with probe
         try:
             async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):

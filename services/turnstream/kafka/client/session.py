@@ -43,7 +43,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from turnstream.commands import AnyCommand, Interrupt, RespondGate, Retract, Shutdown
 from turnstream.commands import SubmitInput as SubmitCommand
 from turnstream.content import Block, TextBlock, UserMessage
-from turnstream.errors import DecodeError, SessionError
+from turnstream.errors import CommandNotConfirmedError, DecodeError, SessionError
 from turnstream.events import (
     Agency,
     AnyEvent,
@@ -343,9 +343,11 @@ class KafkaSession:
         """Make ``loop_id`` the default target of :meth:`submit`."""
         self._active = loop_id
 
-    def _fields(self, loop_id: LoopId, agency: Agency) -> dict[str, object]:
+    def _fields(
+        self, loop_id: LoopId, agency: Agency, command_id: CommandId | None = None
+    ) -> dict[str, object]:
         return {
-            "command_id": CommandId(self._ids.new_id()),
+            "command_id": command_id or CommandId(self._ids.new_id()),
             "session_id": self._session_id,
             "loop_id": loop_id,
             "created_at": self._clock.now(),
@@ -355,9 +357,14 @@ class KafkaSession:
     async def send(self, command: AnyCommand) -> CommandId:
         """Send a prepared command; return its id once the broker has it.
 
+        The record goes to the partition of its loop id's key (Kafka's default
+        partitioner, as every client computes it), through an idempotent
+        producer, so the producer's own retries never duplicate it.
+
         Raises:
             SessionError: the session is closed.
-            TransportError: the broker did not acknowledge it in time.
+            CommandNotConfirmedError: the broker did not acknowledge it in time
+                (it may still arrive; it carries the command id to retry with).
         """
         if self._closed or self._producer is None:
             raise SessionError("session_closing")
@@ -371,7 +378,10 @@ class KafkaSession:
                     headers=self._codec.kafka_headers(command),
                 )
         except (TimeoutError, KafkaError) as exc:
-            raise transport_error("send command", exc) from exc
+            reason = transport_error("send command", exc).reason
+            raise CommandNotConfirmedError(
+                command.command_id, command.loop_id, reason
+            ) from exc
         return CommandId(command.command_id)
 
     async def submit(
@@ -381,10 +391,18 @@ class KafkaSession:
         loop_id: LoopId | None = None,
         no_fold: bool = False,
         agency: Agency = Agency.USER,
+        command_id: CommandId | None = None,
     ) -> CommandId:
-        """Send input to ``loop_id`` (the active loop by default)."""
+        """Send input to ``loop_id`` (the active loop by default).
+
+        See :meth:`submit_to_loop` for ``command_id`` and the errors.
+        """
         return await self.submit_to_loop(
-            loop_id or self._active, content, no_fold=no_fold, agency=agency
+            loop_id or self._active,
+            content,
+            no_fold=no_fold,
+            agency=agency,
+            command_id=command_id,
         )
 
     async def submit_to_loop(
@@ -394,11 +412,27 @@ class KafkaSession:
         *,
         no_fold: bool = False,
         agency: Agency = Agency.USER,
+        command_id: CommandId | None = None,
     ) -> CommandId:
-        """Send input to ``loop_id``; return its command id once acknowledged."""
+        """Send input to ``loop_id``; return its command id once acknowledged.
+
+        Args:
+            loop_id: the loop.
+            content: the input.
+            no_fold: never fold it into a running turn.
+            agency: who asks.
+            command_id: the id to send it with (default: a new one). Pass the id
+                of an earlier attempt to retry it: the loop applies one command
+                id once, so a retry never makes a second turn.
+
+        Raises:
+            CommandNotConfirmedError: not acknowledged in time; its
+                ``command_id`` is the handle to retry with (the first attempt
+                may still arrive).
+        """
         command = SubmitCommand.model_validate(
             {
-                **self._fields(loop_id, agency),
+                **self._fields(loop_id, agency, command_id),
                 "message": _as_message(content),
                 "no_fold": no_fold,
             }

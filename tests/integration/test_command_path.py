@@ -1,0 +1,557 @@
+"""Every command applied once, in log order, whatever arrives on the commands topic.
+
+Against the real broker:
+
+- a ``SubmitInput`` followed by an ``Interrupt`` for the same idle loop ends that
+  submit's turn ``TurnInterrupted`` -- with both records waiting before any actor
+  runs, and with both produced back to back while one runs;
+- a poison record as large as the commands topic allows is dead-lettered and
+  never holds the committed offset, before and after a restart;
+- after the group's offsets are reset to the beginning, no command runs again
+  (no second answer, no second tool run), however far back redelivery starts;
+- a valid command on the wrong partition, or keyed by another spelling of its loop
+  id, is a dead letter (``misrouted`` / ``bad_key``), never a second writer;
+- a dead letter too large for the dead-letter topic is written bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from uuid import UUID, uuid4
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from tests.support.eventually import assert_eventually
+from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
+    Models,
+    apply_topic_set,
+    check_journal,
+    clients_for,
+    collect_garbage,
+    collect_garbage_late,
+    connect,
+    delete_topic_set,
+    read_all,
+    running,
+    service_for,
+    unique_prefix,
+)
+
+from turnstream.commands import Interrupt, SubmitInput
+from turnstream.content import TextBlock, UserMessage
+from turnstream.events import Agency, LoopStarted
+from turnstream.ids import LoopId
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.reader import JournalEntry, read_journal
+from turnstream.kafka.records import (
+    DLQ_KIND,
+    DLQ_OFFSET,
+    DLQ_SIZE,
+    DLQ_TRUNCATED,
+    PREFIX_BYTES,
+    loop_key,
+    partition_for,
+)
+from turnstream.kafka.topology import TopicNames
+from turnstream.models import DemoModel
+from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.session import LoopSetup
+from turnstream.testing import FunctionTool, ScriptedModel, call, text_step, tool_step
+from turnstream.wire import default_codec
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
+
+_CODEC = default_codec()
+
+
+@pytest.fixture
+async def lane(
+    kafka_bootstrap: str, request: pytest.FixtureRequest
+) -> AsyncIterator[str]:
+    """A unique topic prefix, deleted afterwards."""
+    prefix = unique_prefix(request.node.name)
+    yield prefix
+    await delete_topic_set(kafka_bootstrap, prefix)
+
+
+def _submit(
+    loop_id: UUID, text: str = "go", command_id: UUID | None = None
+) -> SubmitInput:
+    return SubmitInput(
+        command_id=command_id or uuid4(),
+        session_id=uuid4(),
+        loop_id=loop_id,
+        created_at=datetime.now(UTC),
+        message=UserMessage(blocks=(TextBlock(text=text),)),
+    )
+
+
+def _interrupt(loop_id: UUID) -> Interrupt:
+    return Interrupt(
+        command_id=uuid4(),
+        session_id=uuid4(),
+        loop_id=loop_id,
+        created_at=datetime.now(UTC),
+        agency=Agency.USER,
+    )
+
+
+async def _raw_producer(bootstrap: str) -> AIOKafkaProducer:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        max_request_size=4 * 1024 * 1024,
+        linger_ms=20,
+    )
+    async with asyncio.timeout(30):
+        await producer.start()
+    return producer
+
+
+async def _send_all(
+    producer: AIOKafkaProducer, topic: str, commands: Sequence[SubmitInput | Interrupt]
+) -> None:
+    """Produce ``commands`` in order without waiting in between (one batch)."""
+    futures = [
+        await producer.send(
+            topic,
+            _CODEC.marshal_command(c),
+            key=loop_key(c.loop_id),
+            headers=_CODEC.kafka_headers(c),
+        )
+        for c in commands
+    ]
+    async with asyncio.timeout(60):
+        await asyncio.gather(*futures)
+
+
+def _terminal_of(entries: Sequence[JournalEntry], command_id: UUID) -> str | None:
+    """The terminal type of the turn ``command_id`` started, if it ended."""
+    turn = next(
+        (
+            e.event.header.turn_id
+            for e in entries
+            if e.event.type_name == "TurnStarted" and e.event.reply_to() == command_id
+        ),
+        None,
+    )
+    if turn is None:
+        return None
+    return next(
+        (
+            e.event.type_name
+            for e in entries
+            if e.event.ends_turn() and e.event.header.turn_id == turn
+        ),
+        None,
+    )
+
+
+async def _committed(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
+    checker = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    async with asyncio.timeout(30):
+        await checker.start()
+        try:
+            return await checker.committed(tp)  # type: ignore[no-any-return]
+        finally:
+            await checker.stop()
+
+
+async def _end_offset(bootstrap: str, tp: TopicPartition) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    async with asyncio.timeout(30):
+        await consumer.start()
+        try:
+            ends = await consumer.end_offsets([tp])
+        finally:
+            await consumer.stop()
+    return int(ends[tp])
+
+
+async def _dead_letters(bootstrap: str, topic: str, expected: int) -> list[object]:
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        fetch_max_bytes=8 * 1024 * 1024,
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+    )
+    records: list[object] = []
+    async with asyncio.timeout(60):
+        await consumer.start()
+        try:
+            while len(records) < expected:
+                batch = await consumer.getmany(timeout_ms=500)
+                for part in batch.values():
+                    records.extend(part)
+        finally:
+            await consumer.stop()
+    return records
+
+
+def _slow_models() -> Models:
+    """Turns that stream for about a second (an interrupt lands mid-stream)."""
+    return Models(default=DemoModel(chunk_delay=0.05), tools=())
+
+
+# --------------------------------------------------------------------------
+# 1. Interrupts never overtake the submit before them
+# --------------------------------------------------------------------------
+
+
+async def test_submit_then_interrupt_waiting_before_the_actor_starts(
+    kafka_bootstrap: str, lane: str
+) -> None:
+    """20 loops, each a SubmitInput then an Interrupt, both unread when the actor
+    starts: every one of the 20 turns ends TurnInterrupted (log order).
+    """
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=3)
+    loops = [uuid4() for _ in range(20)]
+    submits = [_submit(loop) for loop in loops]
+    producer = await _raw_producer(kafka_bootstrap)
+    try:
+        await _send_all(
+            producer,
+            names.commands,
+            [c for s in submits for c in (s, _interrupt(s.loop_id))],
+        )
+    finally:
+        await producer.stop()
+    ids = [s.command_id for s in submits]
+    async with running(
+        service_for(kafka_bootstrap, names, group_id=f"{lane}g", models=_slow_models())
+    ):
+
+        async def ended() -> bool:
+            entries = await read_all(kafka_bootstrap, names, 3)
+            return all(_terminal_of(entries, c) for c in ids)
+
+        await assert_eventually(ended, timeout=90, message="turns not all ended")
+    entries = await read_all(kafka_bootstrap, names, 3)
+    check_journal(entries, ids)
+    outcomes = Counter(_terminal_of(entries, c) for c in ids)
+    assert outcomes == {"TurnInterrupted": 20}
+
+
+async def test_submit_then_interrupt_back_to_back_while_the_actor_runs(
+    kafka_bootstrap: str, lane: str
+) -> None:
+    """The same 20 pairs produced in one batch to a running actor: 20/20 interrupted."""
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=3)
+    submits = [_submit(uuid4()) for _ in range(20)]
+    ids = [s.command_id for s in submits]
+    async with running(
+        service_for(kafka_bootstrap, names, group_id=f"{lane}g", models=_slow_models())
+    ):
+        producer = await _raw_producer(kafka_bootstrap)
+        try:
+            await _send_all(
+                producer,
+                names.commands,
+                [c for s in submits for c in (s, _interrupt(s.loop_id))],
+            )
+        finally:
+            await producer.stop()
+
+        async def ended() -> bool:
+            entries = await read_all(kafka_bootstrap, names, 3)
+            return all(_terminal_of(entries, c) for c in ids)
+
+        await assert_eventually(ended, timeout=90, message="turns not all ended")
+    entries = await read_all(kafka_bootstrap, names, 3)
+    check_journal(entries, ids)
+    assert Counter(_terminal_of(entries, c) for c in ids) == {"TurnInterrupted": 20}
+
+
+# --------------------------------------------------------------------------
+# 2. and 3. Poison records and redelivery from far back
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class _Marking(Models):
+    """Loops whose every turn runs the ``mark`` tool once, then answers.
+
+    The inbox takes every input, so a burst is queued (and folded), not refused.
+    """
+
+    tool: FunctionTool = field(
+        default_factory=lambda: FunctionTool(name="mark", fn=lambda _i, _c: "marked")
+    )
+
+    def setup_for(self, loop_id: LoopId) -> LoopSetup:
+        config = LoopConfig(
+            model="test-model",
+            tools=(self.tool,),
+            commit_timeout=45.0,
+            agent_name="it",
+            inbox_capacity=10_000,
+        )
+        return LoopSetup(config=config, model=self.by_loop.get(loop_id, self.default))
+
+
+def _marking(loop_id: UUID, turns: int) -> _Marking:
+    marking = _Marking()
+    steps = (tool_step(call("mark")), text_step("ok"))
+    marking.by_loop[loop_id] = ScriptedModel([s for _ in range(turns) for s in steps])
+    return marking
+
+
+async def _answered_all(bootstrap: str, names: TopicNames, ids: Sequence[UUID]) -> None:
+    wanted = set(ids)
+
+    async def done() -> bool:
+        entries = await read_all(bootstrap, names, 1)
+        answered = {
+            e.event.reply_to()
+            for e in entries
+            if e.event.reply_to() is not None and e.event.type_name != "InputQueued"
+        }
+        return wanted <= answered
+
+    await assert_eventually(done, timeout=180, message="not every submit answered")
+
+
+async def _offset_at_end(bootstrap: str, group: str, names: TopicNames) -> None:
+    tp = TopicPartition(names.commands, 0)
+    end = await _end_offset(bootstrap, tp)
+
+    async def at_end() -> bool:
+        return await _committed(bootstrap, group, tp) == end
+
+    await assert_eventually(at_end, timeout=60, message="committed offset not at end")
+
+
+async def test_a_poison_record_at_the_size_limit_never_pins_the_partition(
+    kafka_bootstrap: str, lane: str
+) -> None:
+    """(max.message.bytes - 100) random bytes, then 1,100 submits to one loop, then a
+    restart: the committed offset reaches the end before and after, the poison is in
+    the DLQ, and no submit is answered twice.
+    """
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=1)
+    loop_id = uuid4()
+    marking = _marking(loop_id, turns=1_200)
+    group = f"{lane}g"
+    limit = 1_048_576  # infra/topics.yaml: turnstream.commands.v1 max.message.bytes
+    poison = os.urandom(limit - 100)
+    submits = [_submit(loop_id, f"n{i}") for i in range(1_100)]
+    producer = await _raw_producer(kafka_bootstrap)
+    try:
+        async with asyncio.timeout(60):
+            await producer.send_and_wait(names.commands, poison)
+        await _send_all(producer, names.commands, submits)
+    finally:
+        await producer.stop()
+    ids = [s.command_id for s in submits]
+    metrics = ServiceMetrics()
+    async with running(
+        service_for(
+            kafka_bootstrap, names, group_id=group, models=marking, metrics=metrics
+        )
+    ):
+        await _answered_all(kafka_bootstrap, names, ids)
+        await _offset_at_end(kafka_bootstrap, group, names)
+    runs = len(marking.tool.calls)
+    async with running(
+        service_for(kafka_bootstrap, names, group_id=group, models=marking)
+    ):
+        await _offset_at_end(kafka_bootstrap, group, names)
+    assert len(marking.tool.calls) == runs  # nothing ran again
+    check_journal(await read_all(kafka_bootstrap, names, 1), ids)
+    dead = await _dead_letters(kafka_bootstrap, names.dead_letters, 1)
+    assert len(dead) == 1
+    assert dict(dead[0].headers)[DLQ_KIND] == b"undecodable"  # type: ignore[attr-defined]
+    assert dict(dead[0].headers)[DLQ_OFFSET] == b"0"  # type: ignore[attr-defined]
+
+
+async def test_offsets_reset_to_the_beginning_run_nothing_twice(
+    kafka_bootstrap: str, lane: str
+) -> None:
+    """5,000 submits to one loop; the group's offsets reset to the beginning and the
+    actor restarted: 0 submits answered twice, 0 tool runs repeated.
+    """
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=1)
+    loop_id = uuid4()
+    marking = _marking(loop_id, turns=5_200)
+    group = f"{lane}g"
+    submits = [_submit(loop_id, f"n{i}") for i in range(5_000)]
+    producer = await _raw_producer(kafka_bootstrap)
+    try:
+        await _send_all(producer, names.commands, submits)
+    finally:
+        await producer.stop()
+    ids = [s.command_id for s in submits]
+    async with running(
+        service_for(kafka_bootstrap, names, group_id=group, models=marking)
+    ):
+        await _answered_all(kafka_bootstrap, names, ids)
+        await _offset_at_end(kafka_bootstrap, group, names)
+    runs = len(marking.tool.calls)
+    assert runs >= 1
+    # What `kafka-consumer-groups --reset-offsets --to-earliest` does (the group
+    # is empty now): commit offset 0 for it.
+    tp = TopicPartition(names.commands, 0)
+    resetter = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group)
+    async with asyncio.timeout(30):
+        await resetter.start()
+        try:
+            resetter.assign([tp])
+            await resetter.commit({tp: 0})
+        finally:
+            await resetter.stop()
+    assert (
+        await _committed(kafka_bootstrap, group, TopicPartition(names.commands, 0)) == 0
+    )
+    metrics = ServiceMetrics()
+    async with running(
+        service_for(
+            kafka_bootstrap, names, group_id=group, models=marking, metrics=metrics
+        )
+    ):
+        await _offset_at_end(kafka_bootstrap, group, names)
+    assert metrics.duplicates == 5_000
+    assert len(marking.tool.calls) == runs
+    check_journal(await read_all(kafka_bootstrap, names, 1), ids)
+
+
+# --------------------------------------------------------------------------
+# 4. Misrouted and mis-keyed commands
+# --------------------------------------------------------------------------
+
+
+async def test_misrouted_and_miskeyed_commands_are_dead_letters(
+    kafka_bootstrap: str, lane: str
+) -> None:
+    """A valid submit on a partition its key does not hash to, and one keyed by the
+    uppercase spelling of its loop id: both dead-lettered with their reason; the
+    loop's events stay on one partition, with one LoopStarted.
+    """
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=3)
+    loop_id = uuid4()
+    home = partition_for(loop_key(loop_id), 3)
+    elsewhere = (home + 1) % 3
+    wrong_partition, upper_key = _submit(loop_id), _submit(loop_id)
+    producer = await _raw_producer(kafka_bootstrap)
+    try:
+        async with asyncio.timeout(30):
+            await producer.send_and_wait(
+                names.commands,
+                _CODEC.marshal_command(wrong_partition),
+                key=loop_key(loop_id),
+                partition=elsewhere,
+            )
+            await producer.send_and_wait(
+                names.commands,
+                _CODEC.marshal_command(upper_key),
+                key=str(loop_id).upper().encode("ascii"),
+            )
+    finally:
+        await producer.stop()
+    session = await connect(kafka_bootstrap, names)
+    try:
+        async with running(
+            service_for(
+                kafka_bootstrap,
+                names,
+                group_id=f"{lane}g",
+                models=Models(default=DemoModel(), tools=()),
+            )
+        ):
+            good_id = await session.submit_to_loop(LoopId(loop_id), "hello")
+
+            async def answered() -> bool:
+                entries = await read_all(kafka_bootstrap, names, 3)
+                return _terminal_of(entries, good_id) == "TurnDone"
+
+            await assert_eventually(answered, timeout=60)
+            dead = await _dead_letters(kafka_bootstrap, names.dead_letters, 2)
+    finally:
+        await session.close()
+    kinds = sorted(dict(d.headers)[DLQ_KIND] for d in dead)  # type: ignore[attr-defined]
+    assert kinds == [b"bad_key", b"misrouted"]
+    holding = set()
+    mine: list[JournalEntry] = []
+    for partition in range(3):
+        part = await read_journal(
+            clients_for(kafka_bootstrap),
+            _CODEC,
+            TopicPartition(names.events, partition),
+        )
+        ours = [e for e in part if e.loop_id == loop_id]
+        if ours:
+            holding.add(partition)
+        mine.extend(ours)
+    assert holding == {home}
+    assert sum(isinstance(e.event, LoopStarted) for e in mine) == 1
+    answered_ids = {e.event.reply_to() for e in mine}
+    assert good_id in answered_ids
+    assert wrong_partition.command_id not in answered_ids
+    assert upper_key.command_id not in answered_ids
+
+
+# --------------------------------------------------------------------------
+# 5. A dead letter that does not fit is written bounded
+# --------------------------------------------------------------------------
+
+
+async def test_a_dead_letter_too_large_for_the_dlq_is_written_bounded(
+    kafka_bootstrap: str, lane: str
+) -> None:
+    """A DLQ that takes less than the commands topic (a misconfigured cluster): the
+    poison is dead-lettered as a bounded record and the offset moves past it.
+    """
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=1)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    async with asyncio.timeout(30):
+        await admin.start()
+        try:
+            await admin.alter_configs(
+                [
+                    ConfigResource(
+                        ConfigResourceType.TOPIC,
+                        names.dead_letters,
+                        configs={
+                            "max.message.bytes": "65536",
+                            "cleanup.policy": "delete",
+                            "retention.ms": "2592000000",
+                        },
+                    )
+                ]
+            )
+        finally:
+            await admin.close()
+    group = f"{lane}g"
+    poison = os.urandom(200_000)
+    producer = await _raw_producer(kafka_bootstrap)
+    try:
+        async with asyncio.timeout(30):
+            await producer.send_and_wait(names.commands, poison, key=b"not-a-loop")
+    finally:
+        await producer.stop()
+    metrics = ServiceMetrics()
+    async with running(
+        service_for(
+            kafka_bootstrap,
+            names,
+            group_id=group,
+            models=Models(tools=()),
+            metrics=metrics,
+        )
+    ):
+        await _offset_at_end(kafka_bootstrap, group, names)
+        assert metrics.dead_letters_truncated == 1
+    dead = await _dead_letters(kafka_bootstrap, names.dead_letters, 1)
+    headers = dict(dead[0].headers)  # type: ignore[attr-defined]
+    assert headers[DLQ_TRUNCATED] == b"true"
+    assert headers[DLQ_SIZE] == b"200000"
+    assert dead[0].value == poison[:PREFIX_BYTES]  # type: ignore[attr-defined]
