@@ -37,11 +37,13 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
 )
 
 from turnstream.devbroker import BrokerSettings, DevBroker
+from turnstream.errors import CommandNotConfirmedError
 from turnstream.events import TurnDone, TurnStarted
-from turnstream.ids import LoopId
+from turnstream.ids import CommandId, LoopId
 from turnstream.kafka import broker_answers
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.writer import WriterSettings
+from turnstream.kafka.client.session import KafkaSession
 from turnstream.models import DemoModel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -143,5 +145,83 @@ async def test_broker_restart_mid_turn_loses_nothing(
             - dict(metrics.commit_latency.cumulative())[2.5]
         )
         assert slow >= 1, metrics.commit_latency
+    finally:
+        await session.close()
+
+
+async def test_submits_retried_with_their_ids_across_an_outage_are_answered_once(
+    restart_lane: tuple[DevBroker, str],
+) -> None:
+    """The broker stops while a client submits; each submit that is not confirmed is
+    sent again with the command id the error carries. After the broker returns every
+    submit is answered exactly once, and nothing is answered that was not submitted.
+    """
+    broker, prefix = restart_lane
+    bootstrap = broker.settings.bootstrap
+    topics = await apply_topic_set(bootstrap, prefix, partitions=3)
+    service = service_for(
+        bootstrap,
+        topics,
+        group_id=f"{prefix}actors",
+        models=Models(default=DemoModel(), tools=()),
+        writer=WriterSettings(commit_deadline=40.0, offset_flush_interval=0.2),
+    )
+    loops = [LoopId(uuid4()) for _ in range(6)]
+    submitted: list[UUID] = []
+    unconfirmed = 0
+    session = await KafkaSession.connect(
+        bootstrap, topics=topics, capacity=10_000, request_timeout=3.0
+    )
+    try:
+        async with running(service):
+            outage = asyncio.Event()
+
+            async def submit_all() -> None:
+                nonlocal unconfirmed
+                for i in range(36):
+                    if i == 6:
+                        outage.set()
+                    command_id: CommandId | None = None
+                    while True:
+                        try:
+                            command_id = await session.submit_to_loop(
+                                loops[i % len(loops)],
+                                f"hello {i}",
+                                command_id=command_id,
+                            )
+                            break
+                        except CommandNotConfirmedError as exc:
+                            unconfirmed += 1
+                            command_id = CommandId(exc.command_id)  # type: ignore[arg-type]
+                            await asyncio.sleep(0.5)
+                    submitted.append(command_id)
+                    await asyncio.sleep(0.3)
+
+            async def break_broker() -> None:
+                await outage.wait()
+                await asyncio.to_thread(broker.down)
+                await asyncio.sleep(5)
+                await asyncio.to_thread(broker.up)
+
+            async with asyncio.timeout(180):
+                await asyncio.gather(submit_all(), break_broker())
+
+            async def all_answered() -> None:
+                entries = await read_all(bootstrap, topics, 3)
+                answered = {
+                    e.event.reply_to()
+                    for e in entries
+                    if e.event.reply_to() is not None
+                }
+                assert set(submitted) <= answered
+
+            await assert_eventually(all_answered, timeout=120, interval=1.0)
+        assert unconfirmed >= 1  # the outage really refused some sends
+        entries = await read_all(bootstrap, topics, 3)
+        check_journal(entries, submitted)
+        answered = {
+            e.event.reply_to() for e in entries if e.event.reply_to() is not None
+        }
+        assert answered == set(submitted)
     finally:
         await session.close()
