@@ -68,6 +68,9 @@ func run(args []string) error {
 		kgo.SeedBrokers(args[1]),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// franz-go compresses with snappy by default; the Python services
+		// (aiokafka) read uncompressed and gzip batches only.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	)
 	if err != nil {
 		return err

@@ -68,6 +68,7 @@ public final class Writer {
     props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
     props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
     props.put(ProducerConfig.ACKS_CONFIG, "all");
+    props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 15000);
     props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 30000);
     try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
       ProducerRecord<byte[], byte[]> record =
