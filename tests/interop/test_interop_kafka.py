@@ -88,6 +88,10 @@ async def actor_run(kafka_bootstrap: str) -> AsyncIterator[ActorRun]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TURNSTREAM_")}
     env.update(KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap, PYTHONUNBUFFERED="1")
+    # This checkout's code and schemas, whatever the venv's install points at.
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(PROJECT_DIR / "services"), env.get("PYTHONPATH")) if p
+    )
     process = await asyncio.create_subprocess_exec(
         *[sys.executable, "-m", "turnstream.cli.main", "actor", "run"],
         *["--model", "demo", "--topic-prefix", prefix, "--group", f"{prefix}actors"],
