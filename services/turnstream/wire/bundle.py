@@ -31,17 +31,31 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from fastavro.schema import parse_schema
+
 from turnstream.errors import ConfigError
 from turnstream.wire.schemas import (
     CURRENT_VERSION,
     HISTORY_DIR,
     MANIFEST,
+    Topic,
+    TopicSchema,
     default_schema_dir,
     expand_named,
+    fingerprint_of,
     load_topic_schemas,
 )
 
-__all__ = ["BUNDLE_DIR", "FINGERPRINTS", "main", "render", "stale", "write"]
+__all__ = [
+    "BUNDLE_DIR",
+    "FINGERPRINTS",
+    "bundled_versions",
+    "load_bundled",
+    "main",
+    "render",
+    "stale",
+    "write",
+]
 
 BUNDLE_DIR: Final = "bundled"
 """Sub-directory of the schema directory holding the generated files."""
@@ -111,6 +125,44 @@ def render(schema_dir: Path) -> dict[str, str]:
         }
     )
     return files
+
+
+def bundled_versions(schema_dir: Path) -> list[str]:
+    """The versions ``bundled/`` holds, ``current`` first (none if absent)."""
+    target = schema_dir / BUNDLE_DIR
+    if not target.is_dir():
+        return []
+    names = sorted(d.name for d in target.iterdir() if d.is_dir())
+    return sorted(names, key=lambda n: n != CURRENT_VERSION)
+
+
+def load_bundled(schema_dir: Path, version: str) -> dict[Topic, TopicSchema]:
+    """Parse ``bundled/<version>/<topic>.avsc`` on its own, one file per topic.
+
+    Each file is parsed with nothing but itself (as another language would),
+    so a file that needs a type defined elsewhere fails here.
+
+    Raises:
+        ConfigError: a topic's file is missing or does not parse.
+    """
+    loaded: dict[Topic, TopicSchema] = {}
+    for topic in Topic:
+        path = schema_dir / BUNDLE_DIR / version / f"{topic.value}.avsc"
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            parsed = parse_schema(raw, named_schemas={})
+        except Exception as exc:  # any failure means "does not load"
+            raise ConfigError(
+                "schema_dir", f"{path} does not load: {type(exc).__name__}: {exc}"
+            ) from exc
+        loaded[topic] = TopicSchema(
+            topic=topic,
+            name=str(raw.get("namespace", "")) + "." + str(raw.get("name", "")),
+            version=version,
+            fingerprint=fingerprint_of(parsed),
+            parsed=parsed,
+        )
+    return loaded
 
 
 def stale(schema_dir: Path) -> list[str]:
