@@ -1,13 +1,19 @@
 package dev.turnstream.interop;
 
 import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.UUID;
+import org.apache.avro.Schema;
+import org.apache.avro.SchemaParser;
 import org.apache.avro.generic.GenericRecord;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -22,6 +28,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *
  * <pre>
  * Reader SCHEMAS fingerprints                        print every bundled schema's fingerprint
+ * Reader SCHEMAS fragments                           parse schemas/*.avsc in name order, print
+ *                                                    each bundled current schema's fingerprint
  * Reader SCHEMAS files FRAME...                      decode frame files (e.g. golden fixtures)
  * Reader SCHEMAS kafka BOOTSTRAP TOPIC COUNT SECONDS read COUNT records of TOPIC from the start
  * </pre>
@@ -45,6 +53,7 @@ public final class Reader {
               Contract.json(ts.version()));
         }
       }
+      case "fragments" -> fragments(contract, Path.of(args[0]));
       case "files" -> {
         for (int i = 2; i < args.length; i++) {
           byte[] frame = Files.readAllBytes(Path.of(args[i]));
@@ -56,6 +65,38 @@ public final class Reader {
         System.err.println("unknown mode " + args[1]);
         System.exit(2);
       }
+    }
+  }
+
+  /**
+   * Avro's multi-file {@link SchemaParser} reads the fragments in file-name order (forward
+   * references resolve at the end), and each topic's schema equals the bundled file's.
+   */
+  private static void fragments(Contract contract, Path schemasDir) throws Exception {
+    List<Path> files = new ArrayList<>();
+    try (DirectoryStream<Path> dir = Files.newDirectoryStream(schemasDir, "*.avsc")) {
+      dir.forEach(files::add);
+    }
+    Collections.sort(files);
+    SchemaParser parser = new SchemaParser();
+    for (Path file : files) {
+      parser.parse(file);
+    }
+    Map<String, Schema> named = new HashMap<>();
+    for (Schema schema : parser.getParsedNamedSchemas()) {
+      named.put(schema.getFullName(), schema);
+    }
+    for (Contract.TopicSchema ts : contract.schemas()) {
+      if (!ts.version().equals(Contract.CURRENT)) {
+        continue;
+      }
+      Schema fromFragments = named.get(ts.schema().getFullName());
+      System.out.printf(
+          "{\"topic\": %s, \"fragments\": %s, \"bundled\": %s, \"equal\": %b}%n",
+          Contract.json(ts.topic()),
+          Contract.json(Contract.fingerprint(fromFragments)),
+          Contract.json(ts.fingerprint()),
+          fromFragments.equals(ts.schema()));
     }
   }
 
