@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,17 @@ def test_an_incompatible_change_fails_between_the_bundled_files(
 
     found = compat.check_bundled(schemas, load_topic_schemas(schemas, "x"))
     assert "INCOMPATIBLE current vs bundled/v1:" in found
+
+
+def test_readme_fingerprint_table_matches_the_generated_table() -> None:
+    """schemas/README.md's table shows what bundled/fingerprints.json says."""
+    readme = (SCHEMA_DIR / "README.md").read_text()
+    rows = re.findall(
+        r"^\| `(turnstream\.[a-z]+\.v\d+)` \| `([0-9a-f]{16})` \|(.*)\|$", readme, re.M
+    )
+    assert {topic: fp for topic, fp, _ in rows} == {
+        topic: writer["fingerprint"] for topic, writer in TABLE["writers"].items()
+    }
+    older = {fp for _, _, rest in rows for fp in re.findall(r"`([0-9a-f]{16})`", rest)}
+    current = {writer["fingerprint"] for writer in TABLE["writers"].values()}
+    assert older == set(TABLE["fingerprints"]) - current
