@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -167,8 +167,10 @@ def load_bundled(schema_dir: Path, version: str) -> dict[Topic, TopicSchema]:
 
 def stale(schema_dir: Path) -> list[str]:
     """Paths under ``bundled/`` that are missing, differ, or should not exist."""
-    target = schema_dir / BUNDLE_DIR
-    wanted = render(schema_dir)
+    return _diff(schema_dir / BUNDLE_DIR, render(schema_dir))
+
+
+def _diff(target: Path, wanted: Mapping[str, str]) -> list[str]:
     out = [
         rel
         for rel, text in wanted.items()
@@ -185,10 +187,10 @@ def stale(schema_dir: Path) -> list[str]:
 
 
 def write(schema_dir: Path) -> list[str]:
-    """Regenerate ``bundled/``; returns the paths written or removed."""
+    """Regenerate ``bundled/``; returns the paths written (or removed)."""
     target = schema_dir / BUNDLE_DIR
-    changed = stale(schema_dir)
     wanted = render(schema_dir)
+    changed = _diff(target, wanted)
     for rel in changed:
         path = target / rel
         if rel in wanted:
