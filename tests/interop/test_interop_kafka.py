@@ -112,13 +112,12 @@ async def actor_run(kafka_bootstrap: str) -> AsyncIterator[ActorRun]:
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(WAIT):
-            _, logs = await process.communicate()
+            async with asyncio.timeout(WAIT):
+                await process.communicate()
         topics = await list_topics(kafka_bootstrap)
         await delete_topics(
             kafka_bootstrap, [t for t in topics if t.startswith(prefix)]
         )
-    assert process.returncode == 0, logs.decode()[-4000:]
 
 
 @dataclass(frozen=True)
@@ -163,44 +162,62 @@ async def test_writers_land_on_the_java_default_partition(
     ]
 
 
-async def test_actor_answers_each_writer_with_a_turn(
-    actor_run: ActorRun, submitted: list[Submitted]
-) -> None:
-    """TurnStarted caused by the written command, then TurnDone for that turn."""
-
-    async def answered() -> None:
-        records = await consume_all(
-            actor_run.bootstrap,
-            actor_run.topic(Topic.EVENTS),
-            isolation_level="read_committed",
+async def assert_answered(actor_run: ActorRun, submitted: list[Submitted]) -> None:
+    """TurnStarted caused by each written command, then TurnDone for that turn."""
+    records = await consume_all(
+        actor_run.bootstrap,
+        actor_run.topic(Topic.EVENTS),
+        isolation_level="read_committed",
+    )
+    events = [CODEC.unmarshal_event(r.value) for r in records]
+    for s in submitted:
+        started = [
+            e
+            for e in events
+            if isinstance(e, TurnStarted)
+            and e.header.cause is not None
+            and str(e.header.cause.command_id) == s.command_id
+        ]
+        assert started, f"no TurnStarted for the {s.writer} writer's command"
+        turn = started[0].header.turn_id
+        done = [e for e in events if isinstance(e, TurnDone)]
+        assert any(e.header.turn_id == turn for e in done), (
+            f"no TurnDone for the {s.writer} writer's turn"
         )
-        events = [CODEC.unmarshal_event(r.value) for r in records]
-        for s in submitted:
-            started = [
-                e
-                for e in events
-                if isinstance(e, TurnStarted)
-                and e.header.cause is not None
-                and str(e.header.cause.command_id) == s.command_id
-            ]
-            assert started, f"no TurnStarted for the {s.writer} writer's command"
-            turn = started[0].header.turn_id
-            done = [e for e in events if isinstance(e, TurnDone)]
-            assert any(e.header.turn_id == turn for e in done), (
-                f"no TurnDone for the {s.writer} writer's turn"
-            )
-            assert {str(e.header.loop_id) for e in started} == {s.loop_id}
+        assert {str(e.header.loop_id) for e in started} == {s.loop_id}
 
-    await assert_eventually(answered, timeout=WAIT, interval=0.5)
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def finished(actor_run: ActorRun, submitted: list[Submitted]) -> ActorRun:
+    """The run once every turn is done and the actor has stopped cleanly.
+
+    Stopping it first makes the topics quiescent, so the readers and Python
+    see the very same records.
+    """
+    await assert_eventually(
+        lambda: assert_answered(actor_run, submitted), timeout=WAIT, interval=0.5
+    )
+    actor_run.process.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(WAIT):
+        _, logs = await actor_run.process.communicate()
+    assert actor_run.process.returncode == 0, logs.decode()[-4000:]
+    return actor_run
+
+
+async def test_actor_answers_each_writer_with_a_turn(
+    finished: ActorRun, submitted: list[Submitted]
+) -> None:
+    """Both writers' SubmitInput became a turn: TurnStarted, then TurnDone."""
+    await assert_answered(finished, submitted)
 
 
 @pytest.mark.parametrize("topic", list(Topic))
 @pytest.mark.parametrize("reader", READERS)
 async def test_reader_decodes_the_actor_run_like_python(
-    actor_run: ActorRun, submitted: list[Submitted], reader: Program, topic: Topic
+    finished: ActorRun, reader: Program, topic: Topic
 ) -> None:
     """Every committed record of the run: same partition, offset, type, id, key."""
-    await test_actor_answers_each_writer_with_a_turn(actor_run, submitted)
+    actor_run = finished
     records = await consume_all(
         actor_run.bootstrap, actor_run.topic(topic), isolation_level="read_committed"
     )
