@@ -56,3 +56,11 @@ smoke:  ## Kafka only: broker up, topics apply, one transactional round trip
 
 bench:  ## every benchmark side by side on the local broker (~4-5 min); BENCH_ARGS=--quick for ~1 min
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
+
+.PHONY: test-interop
+test-interop:  ## Java + Go readers/writers vs schemas/bundled/ and a real actor run (needs mvn, Go >= 1.26; reuses a running broker)
+	PYTHONPATH=services $(BIN)/python -m turnstream.wire.bundle --check --schemas schemas
+	@command -v go >/dev/null || { echo "test-interop needs Go >= 1.26 on PATH" >&2; exit 1; }
+	mvn -q -B -f examples/java/pom.xml package
+	cd examples/go && go build -o bin/ ./cmd/...
+	TURNSTREAM_INTEROP=1 $(BIN)/pytest tests/interop

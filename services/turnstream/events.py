@@ -129,6 +129,8 @@ class CancelReason(StrEnum):
     CLIENT_RETRACTED = "client_retracted"
     TURN_INTERRUPTED = "turn_interrupted"
     TURN_FAILED = "turn_failed"
+    UNKNOWN = "unknown"
+    """A reason this reader does not know (the schema's default symbol)."""
 
 
 class GateCloseReason(StrEnum):
@@ -136,6 +138,8 @@ class GateCloseReason(StrEnum):
 
     ANSWERED = "answered"
     ABANDONED = "abandoned"
+    UNKNOWN = "unknown"
+    """A reason this reader does not know (the schema's default symbol)."""
 
 
 class FailureKind(StrEnum):

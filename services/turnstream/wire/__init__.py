@@ -17,6 +17,9 @@ Contents:
 * :mod:`~turnstream.wire.errors` -- the wire refinements of the error tree.
 * :mod:`~turnstream.wire.compat` -- the schema-compatibility check
   (``python -m turnstream.wire.compat``).
+* :mod:`~turnstream.wire.bundle` -- the generated per-topic schemas and
+  fingerprint table in ``schemas/bundled/`` for other languages
+  (``python -m turnstream.wire.bundle [--check]``).
 * :mod:`~turnstream.wire.analytics_codec` -- the analytics snapshot contract
   (``schemas/analytics/``), built on the framing and errors above.
 """

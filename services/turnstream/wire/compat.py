@@ -46,6 +46,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.types import Schema
 
 from turnstream.errors import ConfigError
+from turnstream.wire import bundle
 from turnstream.wire.framing import HEADER_SIZE, MAGIC
 from turnstream.wire.schemas import (
     CURRENT_VERSION,
@@ -60,6 +61,7 @@ from turnstream.wire.schemas import (
 __all__ = [
     "Mode",
     "Problem",
+    "check_bundled",
     "check_sets",
     "load_git_set",
     "main",
@@ -483,6 +485,42 @@ def check_sets(
     return Report(problems=problems, checked=checked)
 
 
+def check_bundled(
+    schema_dir: Path, current: Mapping[Topic, TopicSchema], *, mode: Mode = Mode.FULL
+) -> list[str]:
+    """Check the generated ``bundled/`` files as other languages load them.
+
+    They must be up to date with the fragments (see
+    :mod:`turnstream.wire.bundle`), each must load on its own with the
+    fragments' fingerprint, and the current files must read every older
+    bundled version by the same rules as :func:`check_sets`. Returns report
+    lines; any starting with ``STALE`` or ``INCOMPATIBLE`` is a failure.
+    """
+    versions = bundle.bundled_versions(schema_dir)
+    if not versions:
+        return [f"skip bundled: no {schema_dir / bundle.BUNDLE_DIR}"]
+    out_of_date = bundle.stale(schema_dir)
+    if out_of_date:
+        return [
+            f"STALE {schema_dir / bundle.BUNDLE_DIR} (run `python -m "
+            f"turnstream.wire.bundle`): {', '.join(out_of_date)}"
+        ]
+    sets = {v: bundle.load_bundled(schema_dir, v) for v in versions}
+    head = sets[CURRENT_VERSION]
+    lines = [
+        f"INCOMPATIBLE bundled/current/{t.value}.avsc: fingerprint "
+        f"{head[t].fingerprint_hex} is not the fragments' {s.fingerprint_hex}"
+        for t, s in current.items()
+        if head[t].fingerprint != s.fingerprint
+    ] or [f"ok {schema_dir / bundle.BUNDLE_DIR} is up to date, fingerprints match"]
+    for version, old in sets.items():
+        if version == CURRENT_VERSION:
+            continue
+        report = check_sets(old, head, mode=mode)
+        _print_report(f"bundled/{version}", report, lines)
+    return lines
+
+
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(  # noqa: S603 - fixed argv, no shell
         ["git", "-C", str(root), *args],  # noqa: S607 - git from PATH, as in CI
@@ -589,6 +627,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             failed |= bool(report.problems)
             _print_report(str(old_dir), report, lines)
+        found = check_bundled(schema_dir, current, mode=args.mode)
+        failed |= any(line.startswith(("STALE", "INCOMPATIBLE")) for line in found)
+        lines += found
         if not args.no_git:
             base = load_git_set(schema_dir, args.base)
             if base is None:

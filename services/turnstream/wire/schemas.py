@@ -40,6 +40,7 @@ __all__ = [
     "Topic",
     "TopicSchema",
     "default_schema_dir",
+    "expand_named",
     "fingerprint_of",
     "load_schema_file",
     "load_topic_schemas",
@@ -163,6 +164,26 @@ def load_schema_file(directory: Path, full_name: str) -> Schema:
     if full_name not in files:
         raise ConfigError(_SETTING, f"{directory / full_name}.avsc is missing")
     return _parse_named(files, full_name)
+
+
+def expand_named(directory: Path, full_name: str) -> Schema:
+    """The self-contained JSON form of ``<full_name>.avsc`` in a schema directory.
+
+    Every named type is defined once, at its first use (a depth-first walk,
+    so each definition comes before any reference to it), docs and defaults
+    kept: the form any Avro library parses from one file, and the one the
+    frame fingerprint is taken over. Not parsed or linted; see
+    :func:`load_schema_file` for that.
+
+    Raises:
+        ConfigError: a file is missing or does not hold one named type.
+    """
+    files = _read_named_types(directory)
+    if full_name not in files:
+        raise ConfigError(_SETTING, f"{directory / full_name}.avsc is missing")
+    return _Expander(files, f"{full_name}.avsc").expand(
+        full_name, full_name.rpartition(".")[0]
+    )
 
 
 def _parse_named(files: Mapping[str, Mapping[str, object]], name: str) -> Schema:

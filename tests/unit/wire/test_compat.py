@@ -70,6 +70,12 @@ def _field(schema: dict[str, Any], name: str) -> dict[str, Any]:
     return next(f for f in schema["fields"] if f["name"] == name)
 
 
+def _failure_kind(schema: dict[str, Any]) -> dict[str, Any]:
+    """The FailureKind enum, defined inline in FailureInfo's ``kind`` field."""
+    kind: dict[str, Any] = _field(schema, "kind")["type"]
+    return kind
+
+
 def _add_event_branch(directory: Path) -> None:
     new = {
         "type": "record",
@@ -143,12 +149,12 @@ INCOMPATIBLE = [
         id="rename-field-without-alias",
     ),
     pytest.param(
-        _edit("FailureKind", lambda s: s["symbols"].remove("provider")),
+        _edit("FailureInfo", lambda s: _failure_kind(s)["symbols"].remove("provider")),
         "enum symbols removed",
         id="remove-enum-symbol",
     ),
     pytest.param(
-        _edit("FailureKind", lambda s: s.pop("default")),
+        _edit("FailureInfo", lambda s: _failure_kind(s).pop("default")),
         "enum has no default",
         id="enum-without-default",
     ),
@@ -192,7 +198,10 @@ COMPATIBLE = [
     ),
     pytest.param(_add_event_branch, Mode.FULL, id="append-union-branch"),
     pytest.param(
-        _edit("FailureKind", lambda s: s["symbols"].append("context_limit")),
+        _edit(
+            "FailureInfo",
+            lambda s: _failure_kind(s)["symbols"].append("context_limit"),
+        ),
         Mode.FULL,
         id="append-enum-symbol",
     ),

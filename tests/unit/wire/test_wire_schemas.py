@@ -48,6 +48,33 @@ def avsc(name: str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def _definitions(schema: object) -> list[dict[str, Any]]:
+    """Every named type a schema defines, nested definitions included."""
+    found: list[dict[str, Any]] = []
+    if isinstance(schema, list):
+        for branch in schema:
+            found += _definitions(branch)
+    elif isinstance(schema, dict):
+        if schema.get("type") in ("record", "enum", "fixed"):
+            found.append(schema)
+        for field in schema.get("fields", []):
+            found += _definitions(field["type"])
+        for key in ("items", "values"):
+            found += _definitions(schema.get(key))
+        if isinstance(schema.get("type"), (dict, list)):
+            found += _definitions(schema["type"])
+    return found
+
+
+def named(name: str) -> dict[str, Any]:
+    """The definition of ``turnstream.v1.<name>``, in its own file or nested."""
+    for path in sorted(SCHEMA_DIR.glob("*.avsc")):
+        for schema in _definitions(json.loads(path.read_text())):
+            if schema["name"] == name:
+                return schema
+    raise AssertionError(f"{name} is defined nowhere")
+
+
 def fields_of(name: str) -> dict[str, dict[str, Any]]:
     return {f["name"]: f for f in avsc(name)["fields"]}
 
@@ -232,21 +259,60 @@ _ENUMS = [
 )
 def test_enum_symbols_match_python_values(name: str, values: list[str]) -> None:
     """Symbols equal the StrEnum values, in order, and a default is declared."""
-    schema = avsc(name)
+    schema = named(name)
     assert schema["symbols"] == values
     assert schema["default"] in schema["symbols"]
 
 
 def test_failure_kind_defaults_to_unknown() -> None:
     """Old readers map a failure kind they do not know to 'unknown'."""
-    assert avsc("FailureKind")["default"] == events.FailureKind.UNKNOWN.value
+    assert named("FailureKind")["default"] == events.FailureKind.UNKNOWN.value
 
 
 def test_every_enum_in_the_set_has_a_default() -> None:
     for path in SCHEMA_DIR.glob("*.avsc"):
-        schema = json.loads(path.read_text())
-        if schema["type"] == "enum":
-            assert "default" in schema, path.name
+        for schema in _definitions(json.loads(path.read_text())):
+            if schema["type"] == "enum":
+                assert "default" in schema, f"{schema['name']} in {path.name}"
+
+
+# Enums whose fallback is a real symbol on purpose: a reader that meets an
+# unknown value must act fail-secure, not guess.
+_FAIL_SECURE_DEFAULTS = {"Agency": "machine", "PermissionEffect": "deny"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(e[0], id=e[0]) for e in _ENUMS])
+def test_enum_default_means_unknown_unless_fail_secure(name: str) -> None:
+    """An unknown symbol never reads as a real-looking reason."""
+    default = named(name)["default"]
+    assert default == _FAIL_SECURE_DEFAULTS.get(name, default)
+    if name not in _FAIL_SECURE_DEFAULTS:
+        assert default in ("unknown", "unspecified")
+
+
+def test_enum_field_defaults_refer_only_to_earlier_files() -> None:
+    """Avro's multi-file parser accepts the fragments in file-name order.
+
+    Java's ``SchemaParser`` (Avro 1.12.0 to 1.12.2) checks a field default
+    when it reads the field: an enum default on a field typed by an enum of a
+    file not read yet is refused ("Invalid default for field kind"). A record
+    default against a not-yet-read record passes. Name order is the natural
+    order, so every enum-typed field with a default names an enum whose file
+    sorts earlier (or defines it inline).
+    """
+    paths = sorted(SCHEMA_DIR.glob("*.avsc"))
+    order = {p.name.removesuffix(".avsc"): i for i, p in enumerate(paths)}
+    enums = {
+        name
+        for name, path in zip(order, paths, strict=True)
+        if json.loads(path.read_text())["type"] == "enum"
+    }
+    for i, path in enumerate(paths):
+        for schema in _definitions(json.loads(path.read_text())):
+            for field in schema.get("fields", []):
+                kind = field["type"]
+                if "default" in field and isinstance(kind, str) and kind in enums:
+                    assert order[kind] < i, f"{path.name}: {field['name']} -> {kind}"
 
 
 def test_permission_effect_literal_is_what_the_model_accepts() -> None:
