@@ -44,6 +44,10 @@ record:
 So each turn is counted at most once while its id is within the closed-turn
 memory, and each event at most once while its id is within the event-id
 window; a re-published event older than both bounds would be counted again.
+
+One module on purpose (~730 lines): the fold's state, its per-event rules and its
+snapshots change together whenever a figure is added; split, one figure would span
+three files.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ events go through an in-process hub, and the journal is whatever
 :class:`~turnstream.runtime.ports.Journal` is passed in (in memory, or a
 broker-backed one). It also restores a session from its journal (contract
 §8.2). Imports runtime modules and value types; never an adapter.
+
+One module on purpose (~420 lines): the whole embedded Session API (one method per
+protocol call) over the same actors and hub.
 """
 
 from __future__ import annotations

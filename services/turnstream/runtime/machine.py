@@ -9,6 +9,9 @@ handling with queue resolution (§4.6). Only the loop's actor task calls it, one
 message at a time, so nothing here needs a lock. Every state change follows a
 committed :class:`~turnstream.runtime.writer.LoopWriter` commit, never precedes
 it. Imports the turn modules, ports and value types; never an adapter.
+
+One module on purpose (~450 lines): every transition of one loop's state, driven
+by one actor; the turn's own steps live in ``turn``/``step``/``tools``.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ Contract:
   raises a :class:`~turnstream.errors.DecodeError` (oversize input is refused
   before decoding; trailing bytes after the body are rejected). Decoding time
   is linear in the payload size (see ``schemas._check_bounded``).
+
+One module on purpose (~430 lines): the Codec facade over framing, schemas and the
+record mappings, plus its module-level shortcuts.
 """
 
 from __future__ import annotations

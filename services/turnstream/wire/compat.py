@@ -24,6 +24,9 @@ data) with the new one (the *reader*), two ways:
 
 Imports fastavro and :mod:`turnstream.wire.schemas`; never value types, the
 runtime or aiokafka. Exit status: 0 compatible, 1 incompatible, 2 usage error.
+
+One module on purpose (~650 lines): the evolution rules, their report and the
+bundled-file check are one contract, run by one command.
 """
 
 from __future__ import annotations

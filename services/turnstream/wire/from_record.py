@@ -12,6 +12,9 @@ Records are read with ``return_record_name=True`` (and the override for
 ``(full name, record)`` and the branch is chosen by name, never by shape.
 Names are matched on their short form, so a record keeps its meaning when
 a later namespace (``turnstream.v2``) reuses it.
+
+One module on purpose (~620 lines): the whole decode direction, one small reader
+per record type in one table, so a new type changes one place.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ A writer always uses the *current* set. A reader looks the frame's
 fingerprint up among the current set and every history set of the topic, so
 data written by an earlier committed set stays readable (it is resolved into
 the current schema).
+
+One module on purpose (~440 lines): loading, naming and fingerprinting the schema
+set are one job, done once at start-up.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ aiokafka.
 Every record built here has exactly the fields of its schema (the writer runs
 with ``strict=True``), and dispatch is exhaustive: adding an event, command,
 block or chunk type without a mapping fails ``mypy`` at ``assert_never``.
+
+One module on purpose (~470 lines): the whole encode direction, one builder per
+record type, mirroring ``from_record``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ A table of contents, in the order a command travels:
 - ``service``: :class:`LoopActorService` (consumer-group member, rebalance
   handling, ordered shutdown) and :class:`ServiceSettings`;
 - ``runner``: :class:`PartitionRunner`, everything done for one owned commands
-  partition (decode, dispatch to loop actors, dead letters, handover);
+  partition (dispatch to loop actors in offset order, handover);
+- ``poison``: which records must not run (undecodable, mis-keyed,
+  misrouted) and their full or bounded dead letters;
 - ``writer``: :class:`PartitionWriter`, the partition's transactional producer
   and its single writer task (events + state + offsets in one transaction);
 - ``offsets``: :class:`CommandOffsets`, the command-offset ledger;

@@ -9,11 +9,12 @@ commands partition and lives until that partition is revoked (or lost):
   ``TurnInterrupted`` (the runtime's restore path); other loops are restored
   lazily, on their next input;
 * :meth:`PartitionRunner.dispatch` takes the partition's command records in
-  offset order: undecodable ones go to the dead-letter topic (in the
-  partition's transaction, without stalling it); a redelivered, already
-  answered input is skipped by command id; everything else goes to the loop's
-  actor (one actor per loop, the loop's single writer), created or restored on
-  demand;
+  offset order: poison records -- undecodable, mis-keyed, misrouted -- go to
+  the dead-letter topic (:mod:`~turnstream.kafka.actor.poison`, in the
+  partition's transaction, without stalling it); a command the loop has
+  already applied is skipped (its durable command mark, or its answer);
+  everything else goes to the loop's actor (one actor per loop, the loop's
+  single writer) with its offset, created or restored on demand;
 * :meth:`PartitionRunner.handover` (revoke, shutdown) interrupts running turns,
   commits their terminals, leaves merely queued inputs unanswered for the next
   owner, commits the last offsets and closes the producer;
@@ -42,6 +43,7 @@ from turnstream.ids import CommandId, LoopId, SessionId
 from turnstream.kafka.actor.deltas import DeltaPublisher
 from turnstream.kafka.actor.journal import PartitionJournal
 from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.poison import Poison, check_command, dead_letter
 from turnstream.kafka.actor.writer import (
     PartitionWriter,
     WriterSettings,
@@ -49,17 +51,9 @@ from turnstream.kafka.actor.writer import (
     transactional_id,
 )
 from turnstream.kafka.clients import KafkaClients
-from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
+from turnstream.kafka.faults import PartitionClosedError
 from turnstream.kafka.reader import read_latest_states
-from turnstream.kafka.records import (
-    DeadLetterKind,
-    bounded_dead_letter,
-    dead_letter_headers,
-    dead_letter_id,
-    loop_key,
-    parse_loop_key,
-    partition_for,
-)
+from turnstream.kafka.records import DeadLetterKind
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.actor import LoopActor, LoopStatus
 from turnstream.runtime.errors import LoopClosedError, RestoreError
@@ -236,8 +230,8 @@ class PartitionRunner:
             return  # not noted: the next owner reads it again
         ctx = self._ctx
         try:
-            command = _decode(ctx.codec, record, ctx.partitions)
-        except _Poison as poison:
+            command = check_command(ctx.codec, record, ctx.partitions)
+        except Poison as poison:
             ctx.spawn(
                 self._dead_letter(record, poison.kind, poison.reason), "dead-letter"
             )
@@ -297,62 +291,17 @@ class PartitionRunner:
     async def _dead_letter(
         self, record: Any, kind: DeadLetterKind, reason: str
     ) -> None:
-        """Dead-letter a poison record; never leave its offset unsettled.
-
-        The full record first; if the dead-letter topic refuses it as it is
-        (too large), a bounded one (reason, size, offset, key, a prefix of the
-        bytes); if even that is refused, the offset is given up and counted.
-        A transient failure rebuilds the partition, so the record is read again.
-        """
-        topics = self._ctx.topics
-        metrics = self._ctx.metrics
-        value = record.value or b""
-        record_id = dead_letter_id(topics.commands, self.partition, record.offset)
-        where = {
-            "topic": topics.commands,
-            "partition": self.partition,
-            "offset": record.offset,
-        }
-        full = (
-            record.key,
-            value,
-            dead_letter_headers(
-                list(record.headers or ()), reason=reason, kind=kind, **where
-            ),
+        """Dead-letter a poison record (see :func:`poison.dead_letter`)."""
+        settled = await dead_letter(
+            self.writer,
+            self._ctx.metrics,
+            record,
+            kind=kind,
+            reason=reason,
+            topic=self._ctx.topics.commands,
+            partition=self.partition,
         )
-        bounded = bounded_dead_letter(
-            key=record.key, value=value, reason=reason, kind=kind, **where
-        )
-        for attempt, (key, body, headers) in enumerate((full, bounded)):
-            try:
-                await self.writer.dead_letter(
-                    key=key,
-                    value=body,
-                    headers=headers,
-                    offset=record.offset,
-                    record_id=record_id,
-                )
-            except CommitFailedError as exc:
-                if exc.is_retriable:
-                    break
-                _log.warning(
-                    "dead letter refused; writing a bounded one"
-                    if attempt == 0
-                    else "bounded dead letter refused; the record is dropped",
-                    extra={**where, "cause": exc.cause, "bytes": len(value)},
-                )
-                continue
-            except TransportError:
-                break
-            if attempt == 1:
-                metrics.dead_letters_truncated += 1
-            return
-        else:
-            # Refused even bounded: the offset must not hold the partition.
-            metrics.dead_letters_dropped += 1
-            self.writer.note_abandoned(record.offset, record_id)
-            return
-        if not (self._closing or self.broken):
+        if not settled and not (self._closing or self.broken):
             _log.warning(
                 "dead letter not written; the partition is rebuilt and the "
                 "record read again",
@@ -481,48 +430,3 @@ class PartitionRunner:
             if not self._writer_task.done():
                 self._writer_task.cancel()
                 await asyncio.wait([self._writer_task], timeout=1.0)
-
-
-class _Poison(Exception):
-    """A record that must not run: why, as a dead-letter kind and reason."""
-
-    def __init__(self, kind: DeadLetterKind, reason: str) -> None:
-        super().__init__(reason)
-        self.kind = kind
-        self.reason = reason
-
-
-def _decode(codec: Codec, record: Any, partitions: int) -> AnyCommand:
-    """The record's command, checked against its key and partition.
-
-    A command runs only on the partition its loop's key belongs to, keyed by the
-    canonical text of its loop id: anything else would give the loop a second
-    writer (another partition's owner) or a second spelling of itself.
-
-    Raises:
-        _Poison: no value, not a command, a key that is not the canonical
-            text of the command's loop id, or a record on another partition.
-    """
-    if record.value is None:
-        raise _Poison(DeadLetterKind.UNDECODABLE, "the record has no value")
-    try:
-        command = codec.unmarshal_command(record.value)
-    except DecodeError as exc:
-        raise _Poison(DeadLetterKind.UNDECODABLE, str(exc)) from None
-    key = loop_key(command.loop_id)
-    if record.key != key:
-        named = parse_loop_key(record.key)
-        reason = (
-            "the record key does not name its loop"
-            if named != command.loop_id
-            else "the record key is not the canonical (lowercase) text of its loop id"
-        )
-        raise _Poison(DeadLetterKind.BAD_KEY, f"bad_key: {reason}")
-    home = partition_for(key, partitions)
-    if home != record.partition:
-        raise _Poison(
-            DeadLetterKind.MISROUTED,
-            f"misrouted: the loop's key belongs to partition {home}, "
-            f"the record was on {record.partition}",
-        )
-    return command

@@ -27,6 +27,10 @@ asks ``still_owner`` first: a zombie must never fence the real owner.
 
 Part of ``turnstream.kafka`` (the only aiokafka importer). Imports the wire
 codec to encode records; never the runtime's actor.
+
+One module on purpose (~720 lines): queueing, group commit, the transaction body and
+failure recovery all drive the same producer, phase and ledger; split apart, each
+part would reach into the others' state.
 """
 
 from __future__ import annotations
