@@ -342,7 +342,9 @@ def actor_settings(
         ConfigError: an invalid setting (named in the message).
     """
     base = parse_settings(
-        {**env, "KAFKA_BOOTSTRAP_SERVERS": target.bootstrap}, tuning or {}
+        {**env, "KAFKA_BOOTSTRAP_SERVERS": target.bootstrap},
+        tuning or {},
+        security=target.security,
     )
     api_key = Secret(model.api_key) if model.api_key is not None else base.model_api_key
     return dataclasses.replace(

@@ -195,13 +195,18 @@ def parse_security(
 
 
 def parse_settings(
-    env: Mapping[str, str], flags: Mapping[str, str | None] | None = None
+    env: Mapping[str, str],
+    flags: Mapping[str, str | None] | None = None,
+    *,
+    security: KafkaSecurity | None = None,
 ) -> ActorSettings:
     """Read the settings: ``flags`` (by setting name) over the environment.
 
     The ``turnstream actor run`` command is the one place that takes flags; it
     hands their values here by setting name, so flags and environment are
-    validated together, once.
+    validated together, once. ``security`` is the Kafka security the command
+    already resolved from its flags and the environment together; without it,
+    it is read from ``flags`` and ``env`` here.
 
     Raises:
         ConfigError: an invalid or inconsistent setting (the message names it;
@@ -225,7 +230,8 @@ def parse_settings(
         raw = get(name)
         return Path(raw) if raw else None
 
-    security = parse_security(args, env)
+    if security is None:
+        security = parse_security(args, env)
     kwargs: dict[str, Any] = {
         name: value
         for name in (

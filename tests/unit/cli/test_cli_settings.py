@@ -239,3 +239,26 @@ def test_actor_settings_take_the_targets_security() -> None:
     )
 
     assert settings.security.protocol is SecurityProtocol.SSL
+
+
+def test_actor_settings_security_flags_with_the_password_in_the_environment() -> None:
+    """Flags give protocol, mechanism and user; the password is in the environment:
+    both are validated together (the environment alone is not checked first).
+    """
+    env = {"TURNSTREAM_KAFKA_SASL_PASSWORD": "pw-from-env"}
+    target = KafkaTarget.resolve(
+        bootstrap="kafka:9093",
+        env=env,
+        security={
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": "actor",
+        },
+    )
+    model = ModelChoice.parse("demo", base_url=None, env=env)
+    settings = actor_settings(
+        target=target, group="g", model=model, tools="demo", system_prompt=None, env=env
+    )
+    assert settings.security.protocol is SecurityProtocol.SASL_SSL
+    assert settings.security.client_kwargs()["sasl_plain_password"] == "pw-from-env"
+    assert "pw-from-env" not in repr(settings)
