@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Final
 
 import typer
@@ -26,7 +27,13 @@ from turnstream.cli.failures import exit_on_errors, fail
 from turnstream.cli.kafka_options import kafka_options
 from turnstream.cli.ordering import DEFAULT_SETTLE, LiveOrder
 from turnstream.cli.render import EventRenderer
-from turnstream.cli.settings import ExitCode, KafkaTarget, parse_loop_id
+from turnstream.cli.settings import (
+    DEFAULT_GROUP_ID,
+    ENV,
+    ExitCode,
+    KafkaTarget,
+    parse_loop_id,
+)
 from turnstream.cli.watch import EventPrinter, connect_session, loop_filter, next_events
 from turnstream.errors import TurnstreamError
 from turnstream.events import (
@@ -42,12 +49,15 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import LoopId
+from turnstream.kafka.admin.probe import group_members
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.runtime.subscription import Subscription
 
 __all__ = ["TurnFollower", "chat"]
 
 _HINT_AFTER: Final = 10.0
+_PROBE_AFTER: Final = 4.0
+"""Seconds without an answer before chat asks whether any loop actor is running."""
 _INTERRUPT_WAIT: Final = 10.0
 
 DeltasOption = Annotated[
@@ -116,12 +126,20 @@ class _ChatRun:
     """One chat: the subscription, the follower and the printer of one submit."""
 
     def __init__(
-        self, session: KafkaSession, loop_id: LoopId, printer: EventPrinter
+        self,
+        session: KafkaSession,
+        loop_id: LoopId,
+        printer: EventPrinter,
+        *,
+        actors: Callable[[], Awaitable[int]] | None = None,
+        group: str = DEFAULT_GROUP_ID,
     ) -> None:
         self._session = session
         self._loop_id = loop_id
         self._printer = printer
         self._order = LiveOrder(settle=DEFAULT_SETTLE)
+        self._actors = actors
+        self._group = group
 
     async def run(self, text: str, *, no_fold: bool, wait: float) -> ExitCode:
         # Subscribe before submitting: the live feed has no replay.
@@ -145,12 +163,15 @@ class _ChatRun:
         self, subscription: Subscription, follower: TurnFollower, wait: float
     ) -> ExitCode:
         started = time.monotonic()
-        hinted = False
+        hinted = probed = False
         while True:
             code = await self._step(subscription, follower)
             if code is not None:
                 return code
             elapsed = time.monotonic() - started
+            if not follower.answered and not probed and elapsed > _PROBE_AFTER:
+                probed = True
+                await self._check_actors()
             if not follower.answered and not hinted and elapsed > _HINT_AFTER:
                 hinted = True
                 self._printer.note(
@@ -163,6 +184,23 @@ class _ChatRun:
                     f"no end of the turn within {wait:g} s (see --wait)",
                     ExitCode.FAILED,
                 )
+
+    async def _check_actors(self) -> None:
+        """Fail at once, with what to do, if no loop actor is in the group."""
+        if self._actors is None:
+            return
+        try:
+            members = await self._actors()
+        except TurnstreamError:
+            return  # cannot tell: keep waiting, the hint follows
+        if members == 0:
+            self._printer.close()
+            raise fail(
+                f"no loop actor is running (consumer group {self._group!r} has no "
+                "members); start one with `turnstream actor run` -- the input stays "
+                "on the commands topic and runs when an actor starts",
+                ExitCode.FAILED,
+            )
 
     async def _step(
         self, subscription: Subscription, follower: TurnFollower
@@ -196,8 +234,13 @@ async def _chat(
     deltas: bool,
     no_fold: bool,
     wait: float,
+    group: str,
 ) -> ExitCode:
     session = await connect_session(target, loop_id=loop)
+
+    async def actors() -> int:
+        return await group_members(target.connection, group, security=target.security)
+
     async with session:
         loop_id = session.active_loop
         err_console.print(
@@ -206,9 +249,9 @@ async def _chat(
             highlight=False,
         )
         printer = EventPrinter(console, EventRenderer(deltas=deltas, full_answers=True))
-        return await _ChatRun(session, loop_id, printer).run(
-            text, no_fold=no_fold, wait=wait
-        )
+        return await _ChatRun(
+            session, loop_id, printer, actors=actors, group=group
+        ).run(text, no_fold=no_fold, wait=wait)
 
 
 @kafka_options()
@@ -226,6 +269,15 @@ def chat(
         ),
     ] = None,
     deltas: DeltasOption = True,
+    group: Annotated[
+        str,
+        typer.Option(
+            "--group",
+            "-g",
+            envvar=ENV.GROUP_ID,
+            help="The loop actors' consumer group (to tell you when none runs).",
+        ),
+    ] = DEFAULT_GROUP_ID,
     no_fold: Annotated[
         bool,
         typer.Option(
@@ -253,6 +305,14 @@ def chat(
         loop_id = parse_loop_id(loop) if loop is not None else None
     with exit_on_errors(target.bootstrap):
         code = asyncio.run(
-            _chat(target, loop_id, text, deltas=deltas, no_fold=no_fold, wait=wait)
+            _chat(
+                target,
+                loop_id,
+                text,
+                deltas=deltas,
+                no_fold=no_fold,
+                wait=wait,
+                group=group,
+            )
         )
     raise typer.Exit(int(code))

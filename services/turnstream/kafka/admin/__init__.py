@@ -19,6 +19,7 @@ from turnstream.kafka.admin.probe import (
     admin_session,
     broker_answers,
     check_broker,
+    group_members,
     transactional_round_trip,
 )
 from turnstream.kafka.admin.topic_changes import is_safe_drift
@@ -50,6 +51,7 @@ __all__ = [
     "check_broker",
     "delete_topics",
     "diff_topic",
+    "group_members",
     "is_safe_drift",
     "load_topic_set",
     "parse_topic_set",

@@ -40,6 +40,7 @@ __all__ = [
     "bounded",
     "broker_answers",
     "check_broker",
+    "group_members",
     "transactional_round_trip",
 ]
 
@@ -322,3 +323,28 @@ async def _round_trip(
     return RoundTrip(
         topic, sent.partition, sent.offset, key, value, time.monotonic() - started
     )
+
+
+async def group_members(
+    conn: KafkaConnection, group_id: str, *, security: KafkaSecurity | None = None
+) -> int:
+    """How many live members consumer group ``group_id`` has (0: none, or no group).
+
+    Used to tell a user that no loop actor is running, rather than let them wait.
+
+    Raises:
+        BrokerUnreachableError: bootstrapping failed or timed out.
+        TransportError: the broker did not answer in time.
+    """
+    async with admin_session(conn, security=security) as admin:
+        responses = await bounded(
+            admin.describe_consumer_groups([group_id]),
+            seconds=conn.request_timeout,
+            operation="describe consumer group",
+        )
+    count = 0
+    for response in responses:
+        for group in response.to_object().get("groups", ()):
+            if group.get("group") == group_id:
+                count += len(group.get("members") or ())
+    return count
