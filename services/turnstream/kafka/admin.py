@@ -189,23 +189,24 @@ async def check_broker(
         raise BrokerUnreachableError(conn.bootstrap, str(exc)) from exc
 
 
-def broker_answers(bootstrap: str, timeout: float = 5.0) -> bool:
+def broker_answers(bootstrap: str, timeout: float = 5.0, *, brokers: int = 1) -> bool:
     """Synchronous readiness probe for ``turnstream.devbroker.DevBroker``.
 
     Must be called from a thread without a running event loop.
 
     Args:
-        bootstrap: the broker's ``host:port``.
+        bootstrap: the broker's ``host:port`` (or a cluster's list).
         timeout: bound for the connect and for each admin call.
+        brokers: how many brokers must be registered (a cluster's node count).
     """
     conn = KafkaConnection(
         bootstrap=bootstrap, request_timeout=timeout, connect_timeout=timeout
     )
     try:
-        asyncio.run(check_broker(conn))
+        info = asyncio.run(check_broker(conn))
     except BrokerUnreachableError:
         return False
-    return True
+    return len(info.broker_ids) >= brokers
 
 
 @dataclass(frozen=True, slots=True)
