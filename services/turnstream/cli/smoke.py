@@ -31,6 +31,7 @@ from turnstream.cli.settings import KafkaTarget
 from turnstream.cli.topics import (
     BootstrapOption,
     PartitionsOption,
+    ReplicationFactorOption,
     apply_declared_topics,
 )
 from turnstream.kafka import BOOTSTRAP_ENV, transactional_round_trip
@@ -42,6 +43,7 @@ def smoke(
     *,
     bootstrap: BootstrapOption = None,
     partitions: PartitionsOption = None,
+    replication_factor: ReplicationFactorOption = None,
     timeout: Annotated[
         float, typer.Option(min=0.1, help="Seconds allowed for each Kafka call.")
     ] = 30.0,
@@ -87,7 +89,9 @@ def smoke(
             console.print(
                 f"[green]✓[/] broker {verb}: {status.bootstrap} (pid {status.pid})"
             )
-        apply_declared_topics(target, partitions=partitions)
+        apply_declared_topics(
+            target, partitions=partitions, replication_factor=replication_factor
+        )
         console.print("[dim]•[/] transactional produce + read_committed consume …")
         trip = asyncio.run(
             transactional_round_trip(target.connection, security=target.security)
