@@ -23,13 +23,35 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 NODES = 3
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test of this folder ``cluster`` (and ``slow``)."""
-    here = Path(__file__).parent
-    for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
-            item.add_marker(pytest.mark.cluster)
-            item.add_marker(pytest.mark.slow)
+def _asked_for(config: pytest.Config, here: Path) -> bool:
+    """Whether this run names the lane: ``-m`` mentions it or a path is in it."""
+    if "cluster" in (config.getoption("markexpr", "") or ""):
+        return True
+    for arg in config.args:
+        path = Path(arg.split("::", 1)[0]).resolve()
+        if path.is_relative_to(here):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Mark every test of this folder ``cluster`` (and ``slow``).
+
+    They run only when asked for (``make test-cluster``, ``pytest -m cluster`` or
+    ``pytest tests/cluster``), so ``make test`` does not start a second cluster's
+    worth of JVMs or run the lane twice in CI.
+    """
+    here = Path(__file__).parent.resolve()
+    mine = [i for i in items if Path(str(i.fspath)).resolve().is_relative_to(here)]
+    for item in mine:
+        item.add_marker(pytest.mark.cluster)
+        item.add_marker(pytest.mark.slow)
+    if mine and not _asked_for(config, here):
+        config.hook.pytest_deselected(items=mine)
+        keep = set(map(id, mine))
+        items[:] = [i for i in items if id(i) not in keep]
 
 
 @pytest.fixture(scope="session")
