@@ -72,6 +72,7 @@ class Timeline:
     arrivals: list[tuple[float, int]] = field(default_factory=list)  # (t, partition)
     answered_at: dict[UUID, float] = field(default_factory=dict)
     submitted_at: dict[UUID, float] = field(default_factory=dict)
+    acked_at: dict[UUID, float] = field(default_factory=dict)
     retries: dict[UUID, int] = field(default_factory=dict)
     kills: list[tuple[float, int, str]] = field(default_factory=list)
     restarts: list[tuple[float, int, float]] = field(default_factory=list)
@@ -149,6 +150,7 @@ async def _submit(
         except TransportError:
             timeline.retries[command.command_id] = attempt + 1
             continue
+        timeline.acked_at[command.command_id] = time.monotonic()
         return
     raise AssertionError(f"submit {command.command_id} never acknowledged")
 
@@ -275,10 +277,15 @@ def _report(
         lines.append(
             f"node {node} back at t+{at - t0:.1f} s (rejoined in {seconds:.1f} s)"
         )
-    waits = [timeline.answered_at[c] - timeline.submitted_at[c] for c in submitted]
-    waits.sort()
+    waits = sorted(
+        timeline.answered_at[c] - timeline.submitted_at[c] for c in submitted
+    )
+    acks = sorted(timeline.acked_at[c] - timeline.submitted_at[c] for c in submitted)
     lines.append(
-        f"submit->answer: median {waits[len(waits) // 2]:.2f} s, max {waits[-1]:.1f} s"
+        f"submit->answer: median {waits[len(waits) // 2]:.2f} s, "
+        f"max {waits[-1]:.1f} s; "
+        f"submit->broker ack (retries included): median {acks[len(acks) // 2]:.2f} s, "
+        f"max {acks[-1]:.1f} s"
     )
     text = "\n".join(lines)
     print("\n" + text)
