@@ -17,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+from tests.support.cluster import private_cluster
 from tests.support.kafka import delete_topics, list_topics
 from typer.testing import CliRunner
 
@@ -168,3 +169,25 @@ def test_actor_run_ensure_topics_accepts_replicated_topics(
         assert actor.returncode == 0, (lines[-10:], rest[-2000:])
     finally:
         asyncio.run(_drop(bootstrap, prefix))
+
+
+def test_rf1_cluster_default_on_several_brokers_is_refused(tmp_path: Path) -> None:
+    """Brokers configured with default.replication.factor=1 (2 nodes): apply refuses
+    (exit 2, names the flag, creates nothing); --replication-factor 1 is accepted."""
+    with private_cluster(
+        tmp_path / "rf1", nodes=2, extra_properties={"default.replication.factor": "1"}
+    ) as cluster:
+        cluster.up()
+        bootstrap = cluster.settings.bootstrap
+        prefix = "it-cl-rf1."
+        base = ["topics", "apply", "--bootstrap", bootstrap, "--prefix", prefix]
+        refused = CliRunner().invoke(app, base)
+        assert refused.exit_code == 2, refused.output
+        assert "2 brokers but its default.replication.factor is 1" in refused.output
+        assert "--replication-factor" in refused.output
+        assert not [
+            t for t in asyncio.run(list_topics(bootstrap)) if t.startswith(prefix)
+        ]
+        accepted = CliRunner().invoke(app, [*base, "--replication-factor", "1"])
+        assert accepted.exit_code == 0, accepted.output
+        assert "replication factor 1 (--replication-factor" in accepted.output

@@ -83,6 +83,7 @@ class ClusterSettings:
         client_port: int | None = None,
         controller_port: int | None = None,
         heap_max: str = "512m",
+        extra_properties: Mapping[str, str] | None = None,
     ) -> ClusterSettings:
         """The settings of an ``nodes``-node cluster for a checkout.
 
@@ -99,6 +100,7 @@ class ClusterSettings:
             client_port: overrides the first client port (and the variable).
             controller_port: overrides the first controller port.
             heap_max: each JVM's ``-Xmx``.
+            extra_properties: set on every node, overriding the rendered values.
 
         Raises:
             ConfigError: fewer than 2 nodes, or ports that are invalid or overlap.
@@ -134,6 +136,7 @@ class ClusterSettings:
                     quorum_ports=quorum,
                     heap_min="128m",
                     heap_max=heap_max,
+                    extra_properties=tuple((extra_properties or {}).items()),
                     start_timeout=180.0,
                     stop_timeout=20.0,
                 )

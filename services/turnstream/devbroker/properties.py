@@ -80,6 +80,7 @@ def server_properties(settings: BrokerSettings) -> dict[str, str]:
         # Kafka's default, stated: a replica that fell out of sync never becomes
         # leader, so a broker loss never truncates acknowledged records.
         props["unclean.leader.election.enable"] = "false"
+    props.update(settings.extra_properties)
     return props
 
 

@@ -80,6 +80,8 @@ class BrokerSettings:
         node_id: this node's KRaft ``node.id`` (1..N).
         quorum_ports: the controller ports of every node of a cluster, node 1 first
             (the static ``controller.quorum.voters``); empty for a single node.
+        extra_properties: ``(key, value)`` pairs set last in ``server.properties``,
+            overriding the rendered ones (tests use it to imitate other brokers).
     """
 
     project_dir: Path
@@ -94,6 +96,7 @@ class BrokerSettings:
     stop_timeout: float = 30.0
     node_id: int = 1
     quorum_ports: tuple[int, ...] = ()
+    extra_properties: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.client_port == self.controller_port:
