@@ -7,8 +7,10 @@ second broker is killed and restarted. A submit whose send times out is retried
 with the SAME command (same id). Afterwards the journal read back
 ``read_committed`` must show no duplicate event id, exactly one terminal per
 ``TurnStarted``, contiguous turn indexes per loop and every submitted command
-answered exactly once; the actor must still be running; and a read past every
-record (no hanging transaction holds the last stable offset back) must succeed.
+answered exactly once; each loop's latest state record must agree with its journal
+(as many turns, none open); the actor must still be running; and every answer must
+become visible ``read_committed`` (a hanging transaction would hold the last stable
+offset back and hide them).
 
 The stall per kill (the longest gap between committed events after it, and the
 slowest submit-to-answer time) is printed, for the README's figures.
@@ -26,11 +28,13 @@ from pathlib import Path
 from uuid import UUID, uuid4
 
 import pytest
+from aiokafka import TopicPartition
 from tests.integration.test_kafka_harness import (  # noqa: F401 - autouse fixtures
     ANSWERS,
     Models,
     apply_topic_set,
     check_journal,
+    clients_for,
     collect_garbage,
     collect_garbage_late,
     delete_topic_set,
@@ -45,12 +49,15 @@ from turnstream.commands import SubmitInput
 from turnstream.content import TextBlock, UserMessage
 from turnstream.devbroker import DevCluster
 from turnstream.errors import TransportError
-from turnstream.events import Agency, AnyEvent
+from turnstream.events import Agency, AnyEvent, EnduringEvent, TurnStarted
 from turnstream.ids import LoopId
 from turnstream.kafka import KafkaConnection, admin_session
+from turnstream.kafka.reader import read_latest_states
 from turnstream.kafka.session_client import KafkaSession
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.subscription import EventFilter, LoopScope
+from turnstream.state import LoopState
+from turnstream.wire import default_codec
 
 RESULT = Path(__file__).resolve().parents[2] / "var" / "cluster-lane.txt"
 LOOPS = 30
@@ -245,8 +252,9 @@ async def test_broker_kills_under_load_lose_nothing(kafka_cluster: DevCluster) -
             assert service.ready, "the actor stopped serving"
 
         entries = await read_all(bootstrap, topics, PARTITIONS)
-        check_journal(entries, submitted)
-        assert {e.loop_id for e in entries} == set(loops)
+        per_loop = check_journal(entries, submitted)
+        assert set(per_loop) == set(loops)
+        await _check_snapshots(bootstrap, topics, per_loop)
         lane = time.monotonic() - lane_started
         _report(timeline, submitted, len(entries), lane)
     finally:
@@ -254,6 +262,27 @@ async def test_broker_kills_under_load_lose_nothing(kafka_cluster: DevCluster) -
         await asyncio.gather(watcher, return_exceptions=True)
         await session.close()
         await delete_topic_set(bootstrap, prefix)
+
+
+async def _check_snapshots(
+    bootstrap: str, topics: TopicNames, per_loop: dict[UUID, list[EnduringEvent]]
+) -> None:
+    """Each loop's latest state record agrees with its journal: as many turns, none
+    open."""
+    states: dict[UUID, LoopState] = {}
+    for partition in range(PARTITIONS):
+        read = await read_latest_states(
+            clients_for(bootstrap),
+            default_codec(),
+            TopicPartition(topics.loops, partition),
+        )
+        assert not read.unreadable
+        states.update(read.states)
+    assert set(states) == set(per_loop)
+    for loop_id, events in per_loop.items():
+        turns = sum(isinstance(e, TurnStarted) for e in events)
+        assert states[loop_id].turn_index == turns, loop_id
+        assert states[loop_id].open_turn is None, loop_id
 
 
 def _report(
