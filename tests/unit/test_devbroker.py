@@ -168,10 +168,12 @@ def test_jvm_command_uses_classpath_heap_and_g1(checkout: Path) -> None:
 
 
 def test_cluster_id_has_kafka_uuid_shape() -> None:
-    """22 url-safe base64 characters, like Kafka's Uuid.toString()."""
-    ids = {new_cluster_id() for _ in range(20)}
-    assert len(ids) == 20
+    """22 url-safe base64 characters, like Kafka's Uuid.toString(), never a leading
+    '-' (kafka-storage would parse ``--cluster-id -abc`` as a missing value)."""
+    ids = {new_cluster_id() for _ in range(2000)}
+    assert len(ids) == 2000
     assert all(len(i) == 22 and "=" not in i for i in ids)
+    assert not [i for i in ids if i.startswith("-")]
 
 
 def test_jars_complete_only_with_matching_marker(checkout: Path) -> None:

@@ -96,8 +96,15 @@ class BrokerStatus:
 
 
 def new_cluster_id() -> str:
-    """A random KRaft cluster id in Kafka's ``Uuid`` form (22 url-safe base64 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """A random KRaft cluster id in Kafka's ``Uuid`` form (22 url-safe base64 chars).
+
+    Never one starting with ``-``: the storage tool's argument parser would read it
+    as an option (Kafka's own ``Uuid.randomUuid`` skips those for the same reason).
+    """
+    while True:
+        raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not raw.startswith("-"):
+            return raw
 
 
 def jvm_command(java: str, settings: BrokerSettings, main: str) -> list[str]:
