@@ -182,11 +182,14 @@ async def _load(
     return submitted
 
 
-async def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
+async def _leaders(bootstrap: str, topic: str) -> tuple[dict[int, int], int]:
+    """Partition -> leader node of ``topic``, and the active controller's node."""
     conn = KafkaConnection(bootstrap=bootstrap, request_timeout=20.0)
     async with admin_session(conn) as admin:
         (entry,) = await admin.describe_topics([topic])
-        return {int(p["partition"]): int(p["leader"]) for p in entry["partitions"]}
+        cluster = await admin.describe_cluster()
+        leaders = {int(p["partition"]): int(p["leader"]) for p in entry["partitions"]}
+        return leaders, int(cluster["controller_id"])
 
 
 async def _busiest_leader(
@@ -195,11 +198,16 @@ async def _busiest_leader(
     counts: dict[int, int] = defaultdict(int)
     for _, partition in timeline.arrivals:
         counts[partition] += 1
-    leaders = await _leaders(bootstrap, topics.events)
+    leaders, controller = await _leaders(bootstrap, topics.events)
+    led = {n: sorted(p for p, lead in leaders.items() if lead == n) for n in (1, 2, 3)}
     for partition in sorted(counts, key=lambda p: -counts[p]):
         node = leaders[partition]
         if node != avoid and node >= 0:
-            return node, f"leader of events[{partition}] ({counts[partition]} events)"
+            role = ", the active controller" if node == controller else ""
+            return node, (
+                f"leader of events{led[node]}, busiest events[{partition}] "
+                f"({counts[partition]} events){role}"
+            )
     node = next(n for n in (1, 2, 3) if n != avoid)
     return node, "another broker"
 
