@@ -24,8 +24,10 @@ from typer.testing import CliRunner
 from turnstream.cli.main import app
 from turnstream.devbroker import DevCluster
 from turnstream.kafka import (
+    DesiredTopic,
     KafkaConnection,
     admin_session,
+    apply_topics,
     load_topic_set,
     resolve_topics,
 )
@@ -191,3 +193,29 @@ def test_rf1_cluster_default_on_several_brokers_is_refused(tmp_path: Path) -> No
         accepted = CliRunner().invoke(app, [*base, "--replication-factor", "1"])
         assert accepted.exit_code == 0, accepted.output
         assert "replication factor 1 (--replication-factor" in accepted.output
+
+
+def test_alter_raises_min_isr_of_topics_made_before(kafka_cluster: DevCluster) -> None:
+    """Topics made with RF 3 but min ISR 1 (as before this change, on a stock
+    cluster): apply reports it (exit 1, hints --alter); --alter raises it to 2."""
+    bootstrap = kafka_cluster.settings.bootstrap
+    prefix = f"it-cl-isr-{uuid.uuid4().hex[:8]}."
+    old = [
+        DesiredTopic(t.name, t.partitions, 3, {**t.config, "min.insync.replicas": "1"})
+        for t in resolve_topics(load_topic_set(TOPICS_YAML), prefix=prefix)
+    ]
+    try:
+        asyncio.run(apply_topics(KafkaConnection(bootstrap=bootstrap), old))
+        args = ["topics", "apply", "--bootstrap", bootstrap, "--prefix", prefix]
+        strict = CliRunner().invoke(app, args)
+        assert strict.exit_code == 1, strict.output
+        assert "min.insync.replicas is '1', expected '2'" in strict.output
+        assert "--alter" in strict.output
+        fixed = CliRunner().invoke(app, [*args, "--alter"])
+        assert fixed.exit_code == 0, fixed.output
+        assert fixed.output.count("altered from '1' to '2'") == 4  # not deltas
+        layout = asyncio.run(_layout(bootstrap, prefix))
+        assert layout[f"{prefix}turnstream.events.v1"] == (3, "2")
+        assert layout[f"{prefix}turnstream.deltas.v1"] == (3, "1")
+    finally:
+        asyncio.run(_drop(bootstrap, prefix))

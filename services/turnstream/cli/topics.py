@@ -211,8 +211,9 @@ def apply(
         typer.Option(
             "--alter",
             help="Change safe differences of existing topics in place: "
-            "max.message.bytes, and retention.ms/retention.bytes when data is kept "
-            "at least as long. Any other difference still fails (exit 1).",
+            "max.message.bytes, retention.ms/retention.bytes when data is kept "
+            "at least as long, and a higher min.insync.replicas. Any other "
+            "difference still fails (exit 1).",
         ),
     ] = False,
     timeout: Annotated[

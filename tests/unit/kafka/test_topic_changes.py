@@ -294,6 +294,10 @@ async def test_alter_leaves_unsafe_differences_as_mismatches() -> None:
         pytest.param("cleanup.policy", "delete", "compact", False, id="policy"),
         pytest.param("partitions", "3", "6", False, id="partitions"),
         pytest.param("max.message.bytes", None, "8454144", False, id="unreported"),
+        pytest.param("min.insync.replicas", "1", "2", True, id="raise-min-isr"),
+        pytest.param("min.insync.replicas", "2", "2", True, id="same-min-isr"),
+        pytest.param("min.insync.replicas", "2", "1", False, id="lower-min-isr"),
+        pytest.param("min.insync.replicas", "x", "2", False, id="min-isr-nan"),
     ],
 )
 def test_is_safe_drift(key: str, actual: str | None, expected: str, safe: bool) -> None:
