@@ -5,7 +5,8 @@ PYTHON ?= python3.11
 BIN    := $(VENV)/bin
 
 .PHONY: install jars broker-up broker-down broker-status topics check fmt \
-        test test-unit test-kafka demo smoke bench
+        test test-unit test-kafka demo smoke bench \
+        cluster-up cluster-down cluster-status test-cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +48,18 @@ test-unit:  ## the broker-free lane
 
 test-kafka:
 	$(BIN)/pytest tests -m kafka
+
+cluster-up:  ## start (or reuse) the local 3-node KRaft cluster on 127.0.0.1:29192-29194
+	$(BIN)/turnstream broker up --nodes 3
+
+cluster-down:  ## stop every node of the local cluster
+	$(BIN)/turnstream broker down --nodes 3
+
+cluster-status:
+	$(BIN)/turnstream broker status --nodes 3
+
+test-cluster:  ## the cluster lane (~3.5 min): 3 brokers, kill -9 under load; not in `make test`
+	$(BIN)/pytest tests/cluster -m cluster -s
 
 demo:  ## the main job: the end-to-end turnstream demo
 	(test -x $(BIN)/turnstream || $(MAKE) --no-print-directory install) && $(BIN)/turnstream demo $(DEMO_ARGS)

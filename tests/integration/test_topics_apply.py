@@ -209,3 +209,28 @@ def test_cli_apply_alter_fixes_safe_drift_only_when_asked(
     after = runner.invoke(app, args)
     assert after.exit_code == 0, after.output
     assert after.output.count(" ok ") == len(SPEC.topics)
+
+
+def test_cli_apply_on_one_broker_chooses_rf1_and_min_isr1(
+    kafka_bootstrap: str, kafka_names: KafkaNames
+) -> None:
+    """The dev broker: RF 1 (its default.replication.factor), said so; min ISR 1 on
+    the durable topics, none declared on deltas."""
+    prefix = kafka_names.prefix()
+    result = CliRunner().invoke(
+        app, ["topics", "apply", "--bootstrap", kafka_bootstrap, "--prefix", prefix]
+    )
+    assert result.exit_code == 0, result.output
+    assert "replication factor 1 (cluster default, 1 broker)" in result.output
+
+    async def configs() -> dict[str, dict[str, str]]:
+        async with admin_session(_conn(kafka_bootstrap)) as admin:
+            return {
+                t.name: await topic_overrides(admin, _conn(kafka_bootstrap), t.name)
+                for t in resolve_topics(SPEC, prefix=prefix)
+            }
+
+    found = asyncio.run(configs())
+    for name, overrides in found.items():
+        expected = None if "deltas" in name else "1"
+        assert overrides.get("min.insync.replicas") == expected, (name, overrides)

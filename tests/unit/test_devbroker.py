@@ -15,7 +15,9 @@ import pytest
 from turnstream.devbroker import (
     BrokerSettings,
     BrokerState,
+    ClusterSettings,
     DevBroker,
+    DevCluster,
     JarFetchError,
     JavaNotFoundError,
     MavenNotFoundError,
@@ -166,10 +168,12 @@ def test_jvm_command_uses_classpath_heap_and_g1(checkout: Path) -> None:
 
 
 def test_cluster_id_has_kafka_uuid_shape() -> None:
-    """22 url-safe base64 characters, like Kafka's Uuid.toString()."""
-    ids = {new_cluster_id() for _ in range(20)}
-    assert len(ids) == 20
+    """22 url-safe base64 characters, like Kafka's Uuid.toString(), never a leading
+    '-' (kafka-storage would parse ``--cluster-id -abc`` as a missing value)."""
+    ids = {new_cluster_id() for _ in range(2000)}
+    assert len(ids) == 2000
     assert all(len(i) == 22 and "=" not in i for i in ids)
+    assert not [i for i in ids if i.startswith("-")]
 
 
 def test_jars_complete_only_with_matching_marker(checkout: Path) -> None:
@@ -316,3 +320,117 @@ def test_up_with_port_taken_is_a_clear_error(
         broker.up()
     assert (info.value.port, info.value.role) == (listening_port, "client")
     assert "TURNSTREAM_BROKER_PORT" in str(info.value)
+
+
+def test_cluster_settings_ports_and_layout(checkout: Path) -> None:
+    """Three nodes: clients on 29192-29194, controllers on 29195-29197, own dirs."""
+    cluster = ClusterSettings.for_project(checkout, {}, nodes=3)
+    assert [n.client_port for n in cluster.nodes] == [29192, 29193, 29194]
+    assert [n.controller_port for n in cluster.nodes] == [29195, 29196, 29197]
+    assert [n.node_id for n in cluster.nodes] == [1, 2, 3]
+    assert cluster.bootstrap == "127.0.0.1:29192,127.0.0.1:29193,127.0.0.1:29194"
+    assert cluster.state_dir == checkout.resolve() / "var" / "kafka-cluster"
+    dirs = {n.data_dir for n in cluster.nodes} | {n.pid_path for n in cluster.nodes}
+    assert len(dirs) == 6
+    assert all(n.state_dir.is_relative_to(cluster.state_dir) for n in cluster.nodes)
+    assert all(n.heap_max == "512m" for n in cluster.nodes)
+    single = BrokerSettings.for_project(checkout, {})
+    assert all(n.libs_dir == single.libs_dir for n in cluster.nodes)
+
+
+def test_cluster_settings_ports_come_from_env(checkout: Path) -> None:
+    """TURNSTREAM_CLUSTER_PORT / _CONTROLLER_PORT move every node's listeners."""
+    env = {
+        "TURNSTREAM_CLUSTER_PORT": "39000",
+        "TURNSTREAM_CLUSTER_CONTROLLER_PORT": "39100",
+    }
+    cluster = ClusterSettings.for_project(checkout, env, nodes=3)
+    assert [n.client_port for n in cluster.nodes] == [39000, 39001, 39002]
+    assert [n.controller_port for n in cluster.nodes] == [39100, 39101, 39102]
+
+
+@pytest.mark.parametrize(
+    ("env", "nodes", "setting"),
+    [
+        pytest.param({}, 1, "--nodes", id="one-node"),
+        pytest.param(
+            {
+                "TURNSTREAM_CLUSTER_PORT": "39000",
+                "TURNSTREAM_CLUSTER_CONTROLLER_PORT": "39002",
+            },
+            3,
+            "TURNSTREAM_CLUSTER_CONTROLLER_PORT",
+            id="overlap",
+        ),
+        pytest.param(
+            {"TURNSTREAM_CLUSTER_PORT": "65534"},
+            3,
+            "TURNSTREAM_CLUSTER_PORT",
+            id="range",
+        ),
+    ],
+)
+def test_cluster_settings_reject_bad_layouts(
+    checkout: Path, env: dict[str, str], nodes: int, setting: str
+) -> None:
+    """Too few nodes or overlapping/out-of-range ports are ConfigErrors."""
+    with pytest.raises(ConfigError) as info:
+        ClusterSettings.for_project(checkout, env, nodes=nodes)
+    assert info.value.setting == setting
+
+
+def test_server_properties_three_node_cluster(checkout: Path) -> None:
+    """Each node: own id, listeners and log dir; one static quorum; RF 3, min ISR 2."""
+    cluster = ClusterSettings.for_project(checkout, {}, nodes=3)
+    rendered = [_parse(render_server_properties(n)) for n in cluster.nodes]
+    voters = "1@127.0.0.1:29195,2@127.0.0.1:29196,3@127.0.0.1:29197"
+    for node, props in zip(cluster.nodes, rendered, strict=True):
+        assert props["node.id"] == str(node.node_id)
+        assert props["controller.quorum.voters"] == voters
+        assert props["listeners"] == (
+            f"PLAINTEXT://127.0.0.1:{node.client_port},"
+            f"CONTROLLER://127.0.0.1:{node.controller_port}"
+        )
+        assert (
+            props["advertised.listeners"] == f"PLAINTEXT://127.0.0.1:{node.client_port}"
+        )
+        assert props["log.dirs"] == str(node.data_dir)
+        for key in (
+            "default.replication.factor",
+            "offsets.topic.replication.factor",
+            "transaction.state.log.replication.factor",
+            "share.coordinator.state.topic.replication.factor",
+        ):
+            assert props[key] == "3", key
+        for key in (
+            "min.insync.replicas",
+            "transaction.state.log.min.isr",
+            "share.coordinator.state.topic.min.isr",
+        ):
+            assert props[key] == "2", key
+        assert props["unclean.leader.election.enable"] == "false"
+        assert props["offsets.topic.num.partitions"] == "3"
+    assert len({p["log.dirs"] for p in rendered}) == 3
+    assert len({p["listeners"] for p in rendered}) == 3
+
+
+def test_single_node_properties_have_no_cluster_keys(checkout: Path) -> None:
+    """--nodes 1 renders today's file: no unclean-election key, one voter."""
+    props = server_properties(BrokerSettings.for_project(checkout, {}))
+    assert "unclean.leader.election.enable" not in props
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:19093"
+
+
+def test_cluster_status_without_nodes_is_stopped(checkout: Path) -> None:
+    """No node runs: stopped, every node stopped, the probe is never called."""
+    cluster = DevCluster(
+        ClusterSettings.for_project(checkout, {}, nodes=3),
+        probe=_never_called,
+        env=os.environ,
+    )
+    found = cluster.status()
+    assert found.state is BrokerState.STOPPED
+    assert [n.state for n in found.nodes] == [BrokerState.STOPPED] * 3
+    assert cluster.kill_node(2) is None
+    with pytest.raises(ConfigError):
+        cluster.node(4)

@@ -40,7 +40,27 @@ def test_declared_topic_set_is_valid_and_complete() -> None:
     assert by_name["turnstream.loops.v1"].config["cleanup.policy"] == "compact"
     assert int(by_name["turnstream.deltas.v1"].config["retention.ms"]) <= 3_600_000
     assert by_name["turnstream.commands.dlq.v1"].config["cleanup.policy"] == "delete"
-    assert spec.defaults.replication_factor == 1
+    # Replication is decided per cluster when applied, never fixed to 1 here.
+    assert spec.defaults.replication_factor is None
+    durable = {t.name for t in spec.topics if t.durable}
+    assert durable == set(by_name) - {"turnstream.deltas.v1"}
+
+
+def test_resolve_leaves_replication_to_the_cluster_unless_given() -> None:
+    """No override: RF undecided; an override sets RF and min ISR RF-1 (durable)."""
+    undecided = {t.name: t for t in resolve_topics(load_topic_set(TOPICS_YAML))}
+    assert {t.replication_factor for t in undecided.values()} == {None}
+    assert "min.insync.replicas" not in undecided["turnstream.events.v1"].config
+    given = {
+        t.name: t
+        for t in resolve_topics(load_topic_set(TOPICS_YAML), replication_factor=3)
+    }
+    assert {t.replication_factor for t in given.values()} == {3}
+    assert given["turnstream.events.v1"].config["min.insync.replicas"] == "2"
+    assert given["turnstream.commands.v1"].config["min.insync.replicas"] == "2"
+    assert "min.insync.replicas" not in given["turnstream.deltas.v1"].config
+    one = resolve_topics(load_topic_set(TOPICS_YAML), replication_factor=1)
+    assert one[0].config["min.insync.replicas"] == "1"
 
 
 def test_declared_topics_are_co_partitioned() -> None:

@@ -45,6 +45,7 @@ from turnstream.cli.settings import (
     parse_log_level,
 )
 from turnstream.cli.signals import stop_on_signals
+from turnstream.cli.topics import PartitionsOption, ReplicationFactorOption
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.admin.probe import check_broker
@@ -75,9 +76,19 @@ app = typer.Typer(
 )
 
 
-async def _ensure_topics(target: KafkaTarget, topics_file: str) -> None:
+async def _ensure_topics(
+    target: KafkaTarget,
+    topics_file: str,
+    *,
+    partitions: int | None,
+    replication_factor: int | None,
+) -> None:
     desired = resolve_topics(
-        load_topic_set(Path(topics_file)), prefix=target.prefix, suffix=target.suffix
+        load_topic_set(Path(topics_file)),
+        partitions=partitions,
+        replication_factor=replication_factor,
+        prefix=target.prefix,
+        suffix=target.suffix,
     )
     await apply_topics(
         target.connection, desired, security=target.security, raise_on_mismatch=True
@@ -89,10 +100,18 @@ async def _run(
     target: KafkaTarget,
     endpoint: MetricsEndpoint,
     topics_file: str | None,
+    *,
+    partitions: int | None = None,
+    replication_factor: int | None = None,
 ) -> None:
     await check_broker(target.connection, security=target.security)
     if topics_file is not None:
-        await _ensure_topics(target, topics_file)
+        await _ensure_topics(
+            target,
+            topics_file,
+            partitions=partitions,
+            replication_factor=replication_factor,
+        )
     metrics = ServiceMetrics()
     services: list[LoopActorService] = []
     stopping = False
@@ -176,6 +195,8 @@ def run(
             show_default=False,
         ),
     ] = None,
+    partitions: PartitionsOption = None,
+    replication_factor: ReplicationFactorOption = None,
     log_format: LogFormatOption = "json",
     log_level: LogLevelOption = "INFO",
     txn_prefix: Annotated[
@@ -231,5 +252,14 @@ def run(
         )
     configure_logging(fmt, level=level)
     with exit_on_errors(target.bootstrap):
-        asyncio.run(_run(settings, target, endpoint, topics_file))
+        asyncio.run(
+            _run(
+                settings,
+                target,
+                endpoint,
+                topics_file,
+                partitions=partitions,
+                replication_factor=replication_factor,
+            )
+        )
     raise typer.Exit(int(ExitCode.OK))

@@ -19,6 +19,7 @@ from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.settings import KafkaTarget
 from turnstream.cli.topics import (
     PartitionsOption,
+    ReplicationFactorOption,
     apply_declared_topics,
 )
 from turnstream.kafka import transactional_round_trip
@@ -31,6 +32,7 @@ def smoke(
     *,
     target: KafkaTarget,
     partitions: PartitionsOption = None,
+    replication_factor: ReplicationFactorOption = None,
 ) -> None:
     """Broker up, topics apply, one transactional produce + consume; print the result.
 
@@ -50,7 +52,9 @@ def smoke(
             console.print(
                 f"[green]✓[/] broker {verb}: {status.bootstrap} (pid {status.pid})"
             )
-        apply_declared_topics(target, partitions=partitions)
+        apply_declared_topics(
+            target, partitions=partitions, replication_factor=replication_factor
+        )
         console.print("[dim]•[/] transactional produce + read_committed consume …")
         trip = asyncio.run(
             transactional_round_trip(target.connection, security=target.security)

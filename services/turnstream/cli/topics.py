@@ -1,10 +1,13 @@
 """``turnstream topics apply``: create and validate the declared topic set.
 
 Owns the command-line side of ``turnstream.kafka.admin.topics``: options, reading
-``infra/topics.yaml`` and the result table. Exit codes (shared with every command,
-see :mod:`turnstream.cli.failures`): 0 when every topic exists as declared (created,
-already so, or altered with ``--alter``), 1 when a topic differs, 2 for a bad flag,
-variable or topic file, 3 when Kafka does not answer. Must not import aiokafka.
+``infra/topics.yaml``, the replication decision it prints ("replication factor 3
+(cluster default, 3 brokers)") and the result table. Exit codes (shared with every
+command, see :mod:`turnstream.cli.failures`): 0 when every topic exists as declared
+(created, already so, or altered with ``--alter``), 1 when a topic differs, 2 for a
+bad flag, variable or topic file (or replication factor 1 on a multi-broker cluster
+without ``--replication-factor 1``), 3 when Kafka does not answer. Must not import
+aiokafka.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from turnstream.kafka import (
 
 __all__ = [
     "PartitionsOption",
+    "ReplicationFactorOption",
     "app",
     "apply_declared_topics",
     "print_report",
@@ -47,6 +51,30 @@ PartitionsOption = Annotated[
         show_default=False,
     ),
 ]
+
+ReplicationFactorOption = Annotated[
+    int | None,
+    typer.Option(
+        "--replication-factor",
+        envvar="TURNSTREAM_TOPIC_REPLICATION_FACTOR",
+        min=1,
+        help="Replication factor for every topic (default: the cluster's "
+        "default.replication.factor, else min(3, brokers); 1 on several brokers "
+        "only when given here).",
+        show_default=False,
+    ),
+]
+
+
+def print_replication(report: ApplyReport, replication_factor: int | None) -> None:
+    """Say which replication factor the topics got, and why."""
+    if report.replication is not None:
+        console.print(f"{escape(report.replication.describe())}")
+    elif replication_factor is not None:
+        console.print(
+            f"replication factor {replication_factor} (--replication-factor / "
+            "TURNSTREAM_TOPIC_REPLICATION_FACTOR)"
+        )
 
 
 _OUTCOME = {
@@ -108,7 +136,8 @@ def apply_declared_topics(
         alter: change safe differences of existing topics in place.
 
     Raises:
-        ConfigError: the file is invalid or an override is not usable.
+        ConfigError: the file is invalid, an override is not usable, or
+            replication factor 1 would be chosen on a multi-broker cluster.
         BrokerUnreachableError: Kafka does not answer.
         typer.Exit: with code 1 after printing the mismatches.
     """
@@ -129,6 +158,7 @@ def apply_declared_topics(
             alter=alter,
         )
     )
+    print_replication(report, replication_factor)
     print_report(report, target.bootstrap)
     if not report.ok:
         raise fail(
@@ -145,16 +175,7 @@ def apply(
     *,
     target: KafkaTarget,
     partitions: PartitionsOption = None,
-    replication_factor: Annotated[
-        int | None,
-        typer.Option(
-            "--replication-factor",
-            envvar="TURNSTREAM_TOPIC_REPLICATION_FACTOR",
-            min=1,
-            help="Replication factor for every topic (default: infra/topics.yaml).",
-            show_default=False,
-        ),
-    ] = None,
+    replication_factor: ReplicationFactorOption = None,
     file: Annotated[
         Path | None,
         typer.Option(
@@ -169,16 +190,23 @@ def apply(
         typer.Option(
             "--alter",
             help="Change safe differences of existing topics in place: "
-            "max.message.bytes, and retention.ms/retention.bytes when data is kept "
-            "at least as long. Any other difference still fails (exit 1).",
+            "max.message.bytes, retention.ms/retention.bytes when data is kept "
+            "at least as long, and a higher min.insync.replicas. Any other "
+            "difference still fails (exit 1).",
         ),
     ] = False,
 ) -> None:
     """Create missing topics and validate existing ones (idempotent).
 
+    Replication: --replication-factor, else the cluster's configured
+    default.replication.factor, else min(3, brokers); printed, and 1 on a
+    multi-broker cluster is refused unless given explicitly. Durable topics get
+    min.insync.replicas = RF - 1 (at least 1).
+
     Exit codes: 0 every topic as declared; 1 an existing topic has another
     partition count, replication factor or config value than declared (--alter
-    fixes the safe ones); 2 bad flags or topic file; 3 Kafka unreachable.
+    fixes the safe ones); 2 bad flags or topic file, or RF 1 refused; 3 Kafka
+    unreachable.
     """
     with exit_on_errors(target.bootstrap):
         apply_declared_topics(

@@ -1,15 +1,24 @@
-"""The local development broker: Apache Kafka 4.x (KRaft, one node) run from jars.
+"""The local development broker: Apache Kafka 4.x (KRaft) run from jars.
 
 A table of contents. ``DevBroker`` fetches the broker jars from Maven Central into
 ``infra/kafka/.cache/libs``, renders ``server.properties`` and formats storage under
 ``var/kafka/``, starts ``kafka.Kafka`` as a detached JVM and waits until a
 caller-supplied readiness probe (an admin call) succeeds; ``down`` stops it.
+``DevCluster`` runs N such nodes (default 3, ports 29192-29197, ``var/kafka-cluster``)
+with one static quorum and replication factor 3, beside the single node.
 
 Everything here is stdlib-only and runs subprocesses: this package must not import
 aiokafka (the probe that speaks Kafka lives in ``turnstream.kafka.admin.probe``;
 the CLI and the test fixture compose the two).
 """
 
+from turnstream.devbroker.cluster import (
+    CLUSTER_CONTROLLER_PORT_ENV,
+    CLUSTER_PORT_ENV,
+    ClusterSettings,
+    ClusterStatus,
+    DevCluster,
+)
 from turnstream.devbroker.errors import (
     BrokerConfigChangedError,
     BrokerError,
@@ -39,6 +48,8 @@ from turnstream.devbroker.settings import (
 )
 
 __all__ = [
+    "CLUSTER_CONTROLLER_PORT_ENV",
+    "CLUSTER_PORT_ENV",
     "CONTROLLER_PORT_ENV",
     "PORT_ENV",
     "BrokerConfigChangedError",
@@ -49,7 +60,10 @@ __all__ = [
     "BrokerState",
     "BrokerStatus",
     "BrokerStopError",
+    "ClusterSettings",
+    "ClusterStatus",
     "DevBroker",
+    "DevCluster",
     "JarCache",
     "JarFetchError",
     "JavaNotFoundError",

@@ -72,6 +72,8 @@ class BrokerState(StrEnum):
     RUNNING = "running"
     STOPPED = "stopped"
     UNRESPONSIVE = "unresponsive"
+    DEGRADED = "degraded"
+    """Some nodes of a cluster run, others do not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +96,15 @@ class BrokerStatus:
 
 
 def new_cluster_id() -> str:
-    """A random KRaft cluster id in Kafka's ``Uuid`` form (22 url-safe base64 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """A random KRaft cluster id in Kafka's ``Uuid`` form (22 url-safe base64 chars).
+
+    Never one starting with ``-``: the storage tool's argument parser would read it
+    as an option (Kafka's own ``Uuid.randomUuid`` skips those for the same reason).
+    """
+    while True:
+        raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not raw.startswith("-"):
+            return raw
 
 
 def jvm_command(java: str, settings: BrokerSettings, main: str) -> list[str]:
@@ -314,7 +323,54 @@ class DevBroker:
             folder.mkdir(parents=True, exist_ok=True)
         s.properties_path.write_text(render_server_properties(s), encoding="utf-8")
 
-    def _format(self, java: str) -> None:
+    def formatted_cluster_id(self) -> str | None:
+        """The ``cluster.id`` this node's storage was formatted with, if any."""
+        meta = self.settings.data_dir / "meta.properties"
+        try:
+            text = meta.read_text(encoding="utf-8")
+        except OSError:
+            return None
+        for line in text.splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "cluster.id":
+                return value.strip()
+        return None
+
+    def prepare(self, java: str, cluster_id: str) -> None:
+        """Check the ports, write the properties and format storage (once).
+
+        A cluster's nodes are prepared one by one and then spawned together: no node
+        answers before a quorum of them runs.
+
+        Raises:
+            PortInUseError: another process holds the client or controller port.
+            StorageFormatError: formatting failed.
+        """
+        self._check_ports()
+        self._write_config()
+        self._format(java, cluster_id)
+
+    def spawn(self, java: str) -> int:
+        """Start this node's JVM detached (properties already written); its pid."""
+        return self._spawn(java)
+
+    def port_open(self) -> bool:
+        """Whether something accepts connections on the client port."""
+        return self._port_open()
+
+    def kill(self) -> int | None:
+        """SIGKILL the running JVM (no shutdown, nothing flushed); its former pid.
+
+        Raises:
+            BrokerStopError: the process survived SIGKILL.
+        """
+        pid = self.running_pid()
+        if pid is not None:
+            process.kill_now(pid)
+        self.settings.pid_path.unlink(missing_ok=True)
+        return pid
+
+    def _format(self, java: str, cluster_id: str | None = None) -> None:
         s = self.settings
         if (s.data_dir / "meta.properties").is_file():
             return
@@ -323,7 +379,7 @@ class DevBroker:
             *jvm_command(java, s, "kafka.tools.StorageTool"),
             "format",
             "--cluster-id",
-            new_cluster_id(),
+            cluster_id or new_cluster_id(),
             "--config",
             str(s.properties_path),
             "--ignore-formatted",

@@ -25,6 +25,7 @@ __all__ = [
     "exit_status",
     "find_java",
     "find_processes",
+    "kill_now",
     "pid_alive",
     "port_is_free",
     "process_cmdline",
@@ -177,6 +178,18 @@ def terminate(pid: int, timeout: float) -> bool:
     if _wait_gone(pid, 10.0):
         return False
     raise BrokerStopError(pid)
+
+
+def kill_now(pid: int, timeout: float = 10.0) -> None:
+    """SIGKILL ``pid`` and wait until it is gone (what ``kill -9`` does).
+
+    Raises:
+        BrokerStopError: the process survived SIGKILL.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    if not _wait_gone(pid, timeout):
+        raise BrokerStopError(pid)
 
 
 def tail_file(path: Path, lines: int = 30) -> str:

@@ -1,8 +1,9 @@
-"""Renders the ``server.properties`` of the single-node KRaft development broker.
+"""Renders the ``server.properties`` of a KRaft development broker node.
 
-Owns the broker's configuration: combined broker+controller, a static quorum of one
-voter, loopback listeners, replication factor 1 everywhere, and a log cleaner tuned so
-that compaction tests finish in seconds.
+Owns the broker's configuration: combined broker+controller, a static quorum (one
+voter, or every node of a local cluster), loopback listeners, replication factor 1
+on a single node and 3 with min ISR 2 on a cluster, and a log cleaner tuned so that
+compaction tests finish in seconds.
 
 Must not import aiokafka or any other third-party package.
 """
@@ -14,6 +15,9 @@ from turnstream.devbroker.settings import BrokerSettings
 __all__ = ["NODE_ID", "render_server_properties", "server_properties"]
 
 NODE_ID = 1
+# A cluster replicates three ways (or fewer nodes) and acknowledges acks=all writes
+# with one replica down: min ISR = RF - 1.
+_MAX_REPLICATION = 3
 
 
 def server_properties(settings: BrokerSettings) -> dict[str, str]:
@@ -26,12 +30,15 @@ def server_properties(settings: BrokerSettings) -> dict[str, str]:
         Every key the development broker sets, in file order.
     """
     host = settings.host
-    return {
+    rf = str(min(_MAX_REPLICATION, settings.nodes))
+    min_isr = str(max(1, min(_MAX_REPLICATION, settings.nodes) - 1))
+    internal_partitions = "1" if settings.nodes == 1 else "3"
+    props = {
         # KRaft combined mode with a static quorum (controller.quorum.voters), so
         # the storage is formatted WITHOUT --standalone.
         "process.roles": "broker,controller",
-        "node.id": str(NODE_ID),
-        "controller.quorum.voters": f"{NODE_ID}@{host}:{settings.controller_port}",
+        "node.id": str(settings.node_id),
+        "controller.quorum.voters": settings.voters,
         "listeners": (
             f"PLAINTEXT://{host}:{settings.client_port},"
             f"CONTROLLER://{host}:{settings.controller_port}"
@@ -42,17 +49,20 @@ def server_properties(settings: BrokerSettings) -> dict[str, str]:
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(settings.data_dir),
         # One node: every internal topic must have replication factor 1 or groups
-        # and transactions never become available (the defaults are 3).
+        # and transactions never become available (the defaults are 3). A cluster
+        # keeps three copies and survives one node down (min ISR 2); with 3
+        # partitions the coordinators spread over the nodes, so killing one moves
+        # some of them.
         "num.partitions": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
-        "offsets.topic.replication.factor": "1",
-        "offsets.topic.num.partitions": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "transaction.state.log.num.partitions": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "default.replication.factor": rf,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": rf,
+        "offsets.topic.num.partitions": internal_partitions,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": min_isr,
+        "transaction.state.log.num.partitions": internal_partitions,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": min_isr,
         # Consumers join a group at once instead of after 3 s.
         "group.initial.rebalance.delay.ms": "0",
         # Topics come from infra/topics.yaml or the tests, never from a typo.
@@ -66,6 +76,12 @@ def server_properties(settings: BrokerSettings) -> dict[str, str]:
         "num.network.threads": "2",
         "num.io.threads": "4",
     }
+    if settings.nodes > 1:
+        # Kafka's default, stated: a replica that fell out of sync never becomes
+        # leader, so a broker loss never truncates acknowledged records.
+        props["unclean.leader.election.enable"] = "false"
+    props.update(settings.extra_properties)
+    return props
 
 
 def render_server_properties(settings: BrokerSettings) -> str:

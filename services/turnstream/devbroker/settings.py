@@ -77,6 +77,11 @@ class BrokerSettings:
         heap_max: JVM ``-Xmx``.
         start_timeout: seconds to wait for an admin call to succeed after start.
         stop_timeout: seconds to wait after SIGTERM before SIGKILL.
+        node_id: this node's KRaft ``node.id`` (1..N).
+        quorum_ports: the controller ports of every node of a cluster, node 1 first
+            (the static ``controller.quorum.voters``); empty for a single node.
+        extra_properties: ``(key, value)`` pairs set last in ``server.properties``,
+            overriding the rendered ones (tests use it to imitate other brokers).
     """
 
     project_dir: Path
@@ -89,6 +94,9 @@ class BrokerSettings:
     heap_max: str = "1g"
     start_timeout: float = 90.0
     stop_timeout: float = 30.0
+    node_id: int = 1
+    quorum_ports: tuple[int, ...] = ()
+    extra_properties: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.client_port == self.controller_port:
@@ -96,6 +104,17 @@ class BrokerSettings:
                 CONTROLLER_PORT_ENV,
                 f"controller port {self.controller_port} equals the client port",
             )
+
+    @property
+    def nodes(self) -> int:
+        """How many nodes the quorum (and the cluster) has."""
+        return len(self.quorum_ports) or 1
+
+    @property
+    def voters(self) -> str:
+        """The static ``controller.quorum.voters`` value (``id@host:port,…``)."""
+        ports = self.quorum_ports or (self.controller_port,)
+        return ",".join(f"{i}@{self.host}:{p}" for i, p in enumerate(ports, 1))
 
     @classmethod
     def for_project(

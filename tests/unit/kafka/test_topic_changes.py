@@ -1,8 +1,10 @@
 """Topic reconciliation without a broker: visibility wait, safe in-place alters.
 
 ``FakeAdmin`` stands in for ``AIOKafkaAdminClient`` with the broker behaviour that
-matters here: created topics reach the metadata a few lookups later, and
-AlterConfigs (the legacy API aiokafka speaks) *replaces* a topic's overrides.
+matters here: created topics reach the metadata a few lookups later, AlterConfigs
+(the legacy API aiokafka speaks) *replaces* a topic's overrides, and the cluster
+reports its broker count and ``default.replication.factor`` (for the replication
+decision).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 from aiokafka.admin import NewTopic
 
-from turnstream.errors import TransportError
+from turnstream.errors import ConfigError, TransportError
 from turnstream.kafka import (
     ConfigMismatch,
     DesiredTopic,
@@ -24,8 +26,9 @@ from turnstream.kafka import (
     load_topic_set,
     resolve_topics,
 )
+from turnstream.kafka.admin.probe import ClusterReplication
 from turnstream.kafka.admin.topic_changes import wait_until_visible
-from turnstream.kafka.admin.topics import reconcile_topics
+from turnstream.kafka.admin.topics import choose_replication, reconcile_topics
 from turnstream.kafka.clients import DEFAULT_MAX_REQUEST_BYTES
 from turnstream.kafka.connection import KafkaConnection
 
@@ -39,8 +42,9 @@ BROKER_DEFAULTS = {
     "retention.ms": "604800000",
     "retention.bytes": "-1",
     "max.message.bytes": "1048588",
+    "min.insync.replicas": "1",
 }
-DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 UNKNOWN_TOPIC = 3
 
 
@@ -67,6 +71,16 @@ class FakeAdmin:
     lag: int = 0
     topics: dict[str, FakeTopic] = field(default_factory=dict)
     alters: list[dict[str, str]] = field(default_factory=list)
+    brokers: int = 1
+    default_rf: str = "1"
+    default_rf_source: int = STATIC_BROKER_CONFIG
+
+    async def describe_cluster(self) -> dict[str, Any]:
+        return {
+            "cluster_id": "fake",
+            "controller_id": 1,
+            "brokers": [{"node_id": i} for i in range(1, self.brokers + 1)],
+        }
 
     def visible(self, name: str) -> bool:
         return self.topics[name].hidden_for <= 0
@@ -116,6 +130,22 @@ class FakeAdmin:
     async def describe_configs(self, resources: Sequence[Any]) -> list[_Response]:
         entries = []
         for resource in resources:
+            if resource.resource_type.name == "BROKER":
+                entries.append(
+                    {
+                        "error_code": 0,
+                        "error_message": None,
+                        "resource_name": resource.name,
+                        "config_entries": [
+                            {
+                                "config_names": "default.replication.factor",
+                                "config_value": self.default_rf,
+                                "config_source": self.default_rf_source,
+                            }
+                        ],
+                    }
+                )
+                continue
             topic = self.topics[resource.name]
             current = {**BROKER_DEFAULTS, **topic.overrides}
             keys = list(resource.configs) if resource.configs else list(current)
@@ -170,7 +200,7 @@ def _conn(timeout: float = 5.0) -> KafkaConnection:
 
 def _existing(admin: FakeAdmin, topic: DesiredTopic, overrides: dict[str, str]) -> None:
     admin.topics[topic.name] = FakeTopic(
-        topic.partitions, topic.replication_factor, overrides
+        topic.partitions, topic.replication_factor or 1, overrides
     )
 
 
@@ -264,8 +294,78 @@ async def test_alter_leaves_unsafe_differences_as_mismatches() -> None:
         pytest.param("cleanup.policy", "delete", "compact", False, id="policy"),
         pytest.param("partitions", "3", "6", False, id="partitions"),
         pytest.param("max.message.bytes", None, "8454144", False, id="unreported"),
+        pytest.param("min.insync.replicas", "1", "2", True, id="raise-min-isr"),
+        pytest.param("min.insync.replicas", "2", "2", True, id="same-min-isr"),
+        pytest.param("min.insync.replicas", "2", "1", False, id="lower-min-isr"),
+        pytest.param("min.insync.replicas", "x", "2", False, id="min-isr-nan"),
     ],
 )
 def test_is_safe_drift(key: str, actual: str | None, expected: str, safe: bool) -> None:
     """Only changes that cannot lose data or re-key a topic are safe."""
     assert is_safe_drift(ConfigMismatch("t", key, expected, actual)) is safe
+
+
+@pytest.mark.parametrize(
+    ("brokers", "default", "is_set", "factor", "reason"),
+    [
+        pytest.param(1, 1, True, 1, "cluster default", id="dev-broker"),
+        pytest.param(3, 3, True, 3, "cluster default", id="cluster-default"),
+        pytest.param(3, 2, True, 2, "cluster default", id="cluster-default-2"),
+        pytest.param(3, 1, False, 3, "min(3, brokers)", id="stock-3"),
+        pytest.param(5, 1, False, 3, "min(3, brokers)", id="stock-5"),
+        pytest.param(2, 1, False, 2, "min(3, brokers)", id="stock-2"),
+        pytest.param(1, 1, False, 1, "min(3, brokers)", id="stock-1"),
+    ],
+)
+def test_choose_replication(
+    brokers: int, default: int, is_set: bool, factor: int, reason: str
+) -> None:
+    """A configured cluster default wins; otherwise min(3, brokers)."""
+    choice = choose_replication(ClusterReplication(brokers, default, is_set))
+    assert (choice.factor, choice.reason, choice.brokers) == (factor, reason, brokers)
+
+
+@pytest.mark.parametrize(
+    ("brokers", "default"),
+    [
+        pytest.param(3, 1, id="rf1-on-3-brokers"),
+        pytest.param(1, 3, id="more-than-brokers"),
+    ],
+)
+def test_choose_replication_refuses(brokers: int, default: int) -> None:
+    """RF 1 on several brokers (or more than there are) is a ConfigError (exit 2)."""
+    with pytest.raises(ConfigError) as info:
+        choose_replication(ClusterReplication(brokers, default, True))
+    assert info.value.setting == "--replication-factor"
+
+
+async def test_reconcile_decides_replication_and_min_isr_from_the_cluster() -> None:
+    """Undecided topics get the cluster's RF; durable ones min ISR RF-1, deltas none."""
+    admin = FakeAdmin(brokers=3, default_rf="3")
+    undecided = resolve_topics(load_topic_set(TOPICS_YAML))
+    assert all(t.replication_factor is None for t in undecided)
+    report = await reconcile_topics(admin, _conn(), undecided)
+    assert report.replication is not None
+    assert report.replication.describe() == (
+        "replication factor 3 (cluster default, 3 brokers)"
+    )
+    for name, topic in admin.topics.items():
+        assert topic.replication_factor == 3, name
+        isr = topic.overrides.get("min.insync.replicas")
+        assert isr == (None if "deltas" in name else "2"), name
+
+
+async def test_reconcile_refuses_rf1_default_on_a_cluster_unless_explicit() -> None:
+    """default.replication.factor=1 on 3 brokers: refused, nothing created; an
+    explicit factor 1 is accepted (min ISR 1)."""
+    admin = FakeAdmin(brokers=3, default_rf="1")
+    with pytest.raises(ConfigError, match="replication-factor"):
+        await reconcile_topics(
+            admin, _conn(), resolve_topics(load_topic_set(TOPICS_YAML))
+        )
+    assert admin.topics == {}
+    explicit = resolve_topics(load_topic_set(TOPICS_YAML), replication_factor=1)
+    report = await reconcile_topics(admin, _conn(), explicit)
+    assert report.replication is None
+    assert {t.replication_factor for t in admin.topics.values()} == {1}
+    assert admin.topics["turnstream.events.v1"].overrides["min.insync.replicas"] == "1"

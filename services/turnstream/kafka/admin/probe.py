@@ -5,8 +5,10 @@ run under timeouts and whose failures become typed turnstream errors; it is buil
 :class:`~turnstream.kafka.clients.KafkaClients`, so TLS and SASL settings reach it
 exactly as they reach producers and consumers), ``check_broker``
 (the readiness probe: metadata plus a DescribeConfigs admin call),
-``broker_answers``, the synchronous wrapper the development broker manager polls, and
-``transactional_round_trip``, the deeper self-check ``turnstream smoke`` runs.
+``broker_answers``, the synchronous wrapper the development broker manager polls,
+``describe_replication`` (broker count and ``default.replication.factor``, what
+``topics apply`` decides replication from), and ``transactional_round_trip``, the
+deeper self-check ``turnstream smoke`` runs.
 
 Part of ``turnstream.kafka``, the only package allowed to import aiokafka.
 """
@@ -34,12 +36,14 @@ from turnstream.kafka.security import KafkaSecurity
 
 __all__ = [
     "ClusterInfo",
+    "ClusterReplication",
     "RoundTrip",
     "admin_clients",
     "admin_session",
     "bounded",
     "broker_answers",
     "check_broker",
+    "describe_replication",
     "group_members",
     "transactional_round_trip",
 ]
@@ -60,6 +64,26 @@ class ClusterInfo:
     cluster_id: str
     controller_id: int
     broker_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterReplication:
+    """What a cluster says about replicating new topics.
+
+    Attributes:
+        brokers: how many brokers are registered (unfenced).
+        default_replication_factor: the broker's ``default.replication.factor``.
+        default_is_set: whether that value was configured (broker file or dynamic
+            config) rather than Kafka's built-in default of 1.
+    """
+
+    brokers: int
+    default_replication_factor: int
+    default_is_set: bool
+
+
+# DescribeConfigs config_source of a value nobody configured.
+_DEFAULT_CONFIG_SOURCE = 5
 
 
 async def bounded(awaitable: Awaitable[T], *, seconds: float, operation: str) -> T:
@@ -190,23 +214,73 @@ async def check_broker(
         raise BrokerUnreachableError(conn.bootstrap, str(exc)) from exc
 
 
-def broker_answers(bootstrap: str, timeout: float = 5.0) -> bool:
+async def describe_replication(admin: Any, conn: KafkaConnection) -> ClusterReplication:
+    """Ask a started admin client how many brokers run and how they replicate.
+
+    Args:
+        admin: a started ``AIOKafkaAdminClient`` (or a stand-in with its methods).
+        conn: the per-call timeouts.
+
+    Raises:
+        TransportError: a call failed, timed out, or no broker is registered.
+    """
+    cluster: dict[str, Any] = await bounded(
+        admin.describe_cluster(),
+        seconds=conn.request_timeout,
+        operation="describe cluster",
+    )
+    brokers = sorted(int(b["node_id"]) for b in cluster.get("brokers", []))
+    if not brokers:
+        raise TransportError(
+            "describe cluster", "no broker registered yet", retriable=True
+        )
+    key = "default.replication.factor"
+    resource = ConfigResource(
+        ConfigResourceType.BROKER, str(brokers[0]), configs={key: None}
+    )
+    responses = await bounded(
+        admin.describe_configs([resource]),
+        seconds=conn.request_timeout,
+        operation="describe broker configs",
+    )
+    value, source = "1", _DEFAULT_CONFIG_SOURCE
+    for response in responses:
+        for entry in response.to_object()["resources"]:
+            if entry["error_code"] != 0:
+                raise TransportError(
+                    "describe broker configs",
+                    entry.get("error_message") or f"error {entry['error_code']}",
+                    retriable=False,
+                )
+            for config in entry["config_entries"]:
+                if config["config_names"] == key and config["config_value"]:
+                    value = config["config_value"]
+                    source = int(config.get("config_source", _DEFAULT_CONFIG_SOURCE))
+    return ClusterReplication(
+        brokers=len(brokers),
+        default_replication_factor=int(value),
+        default_is_set=source != _DEFAULT_CONFIG_SOURCE,
+    )
+
+
+def broker_answers(bootstrap: str, timeout: float = 5.0, *, brokers: int = 1) -> bool:
     """Synchronous readiness probe for ``turnstream.devbroker.DevBroker``.
 
     Must be called from a thread without a running event loop.
 
     Args:
-        bootstrap: the broker's ``host:port``.
+        bootstrap: the broker's ``host:port`` (or a cluster's list).
         timeout: bound for the connect and for each admin call.
+        brokers: how many brokers must be registered (a cluster's node count).
     """
     conn = KafkaConnection(
         bootstrap=bootstrap, request_timeout=timeout, connect_timeout=timeout
     )
     try:
-        asyncio.run(check_broker(conn))
+        info = asyncio.run(check_broker(conn))
     except BrokerUnreachableError:
         return False
-    return True
+    return len(info.broker_ids) >= brokers
 
 
 @dataclass(frozen=True, slots=True)

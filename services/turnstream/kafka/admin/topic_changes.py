@@ -50,8 +50,11 @@ _DYNAMIC_TOPIC_CONFIG: Final = 1
 
 _ANY_VALUE: Final = frozenset({"max.message.bytes"})
 _RETENTION: Final = frozenset({"retention.ms", "retention.bytes"})
-SAFE_DRIFT_KEYS: Final = _ANY_VALUE | _RETENTION
-"""Topic configs ``--alter`` may change in place (retention only upwards)."""
+# Raising it only asks more replicas to acknowledge; no stored record changes.
+_UPWARDS: Final = frozenset({"min.insync.replicas"})
+SAFE_DRIFT_KEYS: Final = _ANY_VALUE | _RETENTION | _UPWARDS
+"""Topic configs ``--alter`` may change in place (retention and min ISR only
+upwards)."""
 
 
 async def wait_until_visible(
@@ -104,12 +107,13 @@ async def wait_until_visible(
 def is_safe_drift(mismatch: ConfigMismatch) -> bool:
     """Whether ``topics apply --alter`` may fix ``mismatch`` in place. Pure.
 
-    Safe: ``max.message.bytes`` (a limit on new records; nothing stored changes)
-    and ``retention.ms``/``retention.bytes`` when data is kept at least as long
-    as before (``-1``, or a limit no smaller than the current one). Never safe:
-    partitions, replication factor, ``cleanup.policy`` (compacting a journal
-    erases history), shorter retention, any other key, or a key the broker did not
-    report.
+    Safe: ``max.message.bytes`` (a limit on new records; nothing stored changes),
+    ``retention.ms``/``retention.bytes`` when data is kept at least as long
+    as before (``-1``, or a limit no smaller than the current one), and a higher
+    ``min.insync.replicas`` (topics created before replication was decided per
+    cluster). Never safe: partitions, replication factor, ``cleanup.policy``
+    (compacting a journal erases history), shorter retention, a lower min ISR, any
+    other key, or a key the broker did not report.
     """
     if mismatch.actual is None:
         return False
@@ -117,7 +121,16 @@ def is_safe_drift(mismatch: ConfigMismatch) -> bool:
         return True
     if mismatch.key in _RETENTION:
         return _keeps_data_as_long(mismatch.actual, mismatch.expected)
+    if mismatch.key in _UPWARDS:
+        return _not_lower(mismatch.actual, mismatch.expected)
     return False
+
+
+def _not_lower(actual: str, expected: str) -> bool:
+    try:
+        return int(expected) >= int(actual)
+    except ValueError:
+        return False
 
 
 def _keeps_data_as_long(actual: str, expected: str) -> bool:

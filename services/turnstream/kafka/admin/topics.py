@@ -2,6 +2,9 @@
 
 Owns the topic spec model and its loading, the resolution of a spec into concrete
 topics (partition/replication overrides, name prefix/suffix for isolated test sets),
+the replication decision (``choose_replication``: an explicit factor, else the
+cluster's ``default.replication.factor``, else ``min(3, brokers)``; never a silent 1
+on a multi-broker cluster; ``min.insync.replicas`` = RF - 1 on durable topics),
 the pure diff between a declared topic and what the broker reports, and
 ``apply_topics``: create what is missing (and wait until it is visible), validate
 what exists (partition count, replication factor and every declared config key, via
@@ -38,7 +41,12 @@ from pydantic import (
 )
 
 from turnstream.errors import ConfigError, TransportError
-from turnstream.kafka.admin.probe import admin_session, bounded
+from turnstream.kafka.admin.probe import (
+    ClusterReplication,
+    admin_session,
+    bounded,
+    describe_replication,
+)
 from turnstream.kafka.admin.topic_changes import (
     alter_topic_configs,
     safe_changes,
@@ -55,12 +63,14 @@ from turnstream.kafka.security import KafkaSecurity
 __all__ = [
     "ApplyReport",
     "DesiredTopic",
+    "ReplicationChoice",
     "TopicDefaults",
     "TopicOutcome",
     "TopicResult",
     "TopicSetSpec",
     "TopicSpec",
     "apply_topics",
+    "choose_replication",
     "delete_topics",
     "diff_topic",
     "load_topic_set",
@@ -75,6 +85,9 @@ _UNKNOWN_TOPIC_OR_PARTITION = 3
 _METADATA_RETRY_S = 0.2
 # Config keys whose value is an unordered comma-separated list.
 _LIST_KEYS = frozenset({"cleanup.policy"})
+_MIN_ISR = "min.insync.replicas"
+# Three copies survive one broker loss with acks=all still writable (min ISR 2).
+_TARGET_REPLICATION = 3
 
 
 def _config_value(value: object) -> str:
@@ -101,12 +114,16 @@ TopicName = Annotated[str, BeforeValidator(_check_name)]
 
 
 class TopicDefaults(BaseModel):
-    """Settings every topic inherits unless it overrides them."""
+    """Settings every topic inherits unless it overrides them.
+
+    ``replication_factor`` unset (the default) means: decided per cluster when the
+    set is applied (see ``choose_replication``).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     partitions: PositiveInt = 3
-    replication_factor: PositiveInt = 1
+    replication_factor: PositiveInt | None = None
 
 
 class TopicSpec(BaseModel):
@@ -117,6 +134,9 @@ class TopicSpec(BaseModel):
         key: what the record key is (documentation, e.g. ``loop_id``).
         description: one line on what the topic holds.
         partitions: overrides the default partition count.
+        durable: whether losing an acknowledged record is data loss; durable topics
+            get ``min.insync.replicas`` = RF - 1 (at least 1), so ``acks=all`` means
+            "on two brokers" on a cluster. ``false`` for the lossy deltas.
         config: topic configs, validated key by key against the broker.
     """
 
@@ -126,6 +146,7 @@ class TopicSpec(BaseModel):
     key: str
     description: str = ""
     partitions: PositiveInt | None = None
+    durable: bool = True
     config: dict[str, ConfigValue] = Field(default_factory=dict)
 
 
@@ -187,14 +208,82 @@ class DesiredTopic:
     Attributes:
         name: the full topic name.
         partitions: required partition count.
-        replication_factor: required replication factor.
+        replication_factor: required replication factor; ``None`` until decided
+            from the cluster by ``apply_topics``.
         config: required topic configs (strings, as Kafka reports them).
+        durable: gets ``min.insync.replicas`` = RF - 1 once the factor is known.
     """
 
     name: str
     partitions: int
-    replication_factor: int
+    replication_factor: int | None
     config: Mapping[str, str] = field(default_factory=dict)
+    durable: bool = False
+
+    def with_replication(self, factor: int) -> DesiredTopic:
+        """This topic with its replication factor (and a durable one's min ISR)."""
+        config = dict(self.config)
+        if self.durable and _MIN_ISR not in config:
+            config[_MIN_ISR] = str(max(1, factor - 1))
+        return DesiredTopic(self.name, self.partitions, factor, config, self.durable)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationChoice:
+    """The replication factor ``apply_topics`` chose, and why.
+
+    Attributes:
+        factor: the replication factor of every undecided topic.
+        reason: where it came from, e.g. ``"cluster default"``.
+        brokers: how many brokers the cluster has.
+    """
+
+    factor: int
+    reason: str
+    brokers: int
+
+    def describe(self) -> str:
+        """E.g. ``replication factor 3 (cluster default, 3 brokers)``."""
+        plural = "" if self.brokers == 1 else "s"
+        return (
+            f"replication factor {self.factor} ({self.reason}, "
+            f"{self.brokers} broker{plural})"
+        )
+
+
+def choose_replication(cluster: ClusterReplication) -> ReplicationChoice:
+    """Decide the replication factor of topics nobody gave one. Pure.
+
+    The cluster's configured ``default.replication.factor`` wins; a cluster that
+    never set it gets ``min(3, brokers)``. Replication factor 1 on several brokers
+    is refused: one lost disk would lose journal events, so only an explicit
+    ``--replication-factor 1`` may ask for it.
+
+    Raises:
+        ConfigError: the choice would be 1 on a multi-broker cluster, or more than
+            the brokers there are (naming ``--replication-factor``).
+    """
+    if cluster.default_is_set:
+        factor, reason = cluster.default_replication_factor, "cluster default"
+    else:
+        factor = min(_TARGET_REPLICATION, cluster.brokers)
+        reason = f"min({_TARGET_REPLICATION}, brokers)"
+    if factor == 1 and cluster.brokers > 1:
+        raise ConfigError(
+            "--replication-factor",
+            f"the cluster has {cluster.brokers} brokers but its "
+            "default.replication.factor is 1: one lost disk would lose events. "
+            f"Pass --replication-factor {min(_TARGET_REPLICATION, cluster.brokers)} "
+            "(or TURNSTREAM_TOPIC_REPLICATION_FACTOR), or --replication-factor 1 "
+            "to accept that",
+        )
+    if factor > cluster.brokers:
+        raise ConfigError(
+            "--replication-factor",
+            f"the cluster default is {factor} but only {cluster.brokers} broker(s) "
+            "are registered; start the others or pass a smaller factor",
+        )
+    return ReplicationChoice(factor, reason, cluster.brokers)
 
 
 def resolve_topics(
@@ -214,6 +303,10 @@ def resolve_topics(
         prefix: prepended to every name (tests apply isolated copies).
         suffix: appended to every name.
 
+    Returns:
+        The topics; without an override or a declared default their replication
+        factor is ``None``, decided from the cluster by ``apply_topics``.
+
     Raises:
         ConfigError: an override is not positive or a resulting name is illegal.
     """
@@ -230,7 +323,8 @@ def resolve_topics(
         except ValueError as exc:
             raise ConfigError("topic name prefix/suffix", str(exc)) from None
         count = partitions or topic.partitions or spec.defaults.partitions
-        resolved.append(DesiredTopic(name, count, rf, dict(topic.config)))
+        desired = DesiredTopic(name, count, None, dict(topic.config), topic.durable)
+        resolved.append(desired.with_replication(rf) if rf else desired)
     return tuple(resolved)
 
 
@@ -250,7 +344,7 @@ def diff_topic(
     replication_factor: int,
     configs: Mapping[str, str | None],
 ) -> tuple[ConfigMismatch, ...]:
-    """Compare a declared topic with what the broker reports. Pure.
+    """Compare a declared topic (replication decided) with the broker's. Pure.
 
     Only declared config keys are compared; everything else on the broker is free.
 
@@ -267,6 +361,8 @@ def diff_topic(
                 desired.name, "partitions", str(desired.partitions), str(partitions)
             )
         )
+    if desired.replication_factor is None:
+        raise ValueError(f"{desired.name}: replication factor not decided yet")
     if replication_factor != desired.replication_factor:
         found.append(
             ConfigMismatch(
@@ -312,9 +408,15 @@ class TopicResult:
 
 @dataclass(frozen=True, slots=True)
 class ApplyReport:
-    """The outcome of one ``apply_topics`` run, in spec order."""
+    """The outcome of one ``apply_topics`` run, in spec order.
+
+    Attributes:
+        results: one per topic.
+        replication: the replication decision, if any topic came without a factor.
+    """
 
     results: tuple[TopicResult, ...]
+    replication: ReplicationChoice | None = None
 
     @property
     def mismatches(self) -> tuple[ConfigMismatch, ...]:
@@ -351,7 +453,10 @@ async def _create_missing(
         return set()
     request = [
         NewTopic(
-            t.name, t.partitions, t.replication_factor, topic_configs=dict(t.config)
+            t.name,
+            t.partitions,
+            t.replication_factor or -1,
+            topic_configs=dict(t.config),
         )
         for t in missing
     ]
@@ -470,7 +575,8 @@ async def reconcile_topics(
     """``apply_topics`` on an already started admin client; never raises a mismatch.
 
     Creates what is missing and returns only once every created topic is in the
-    metadata with all its partitions led, so a lookup right after succeeds.
+    metadata with all its partitions led, so a lookup right after succeeds. Topics
+    without a replication factor get ``choose_replication``'s.
 
     Args:
         admin: a started ``AIOKafkaAdminClient`` (or a stand-in with its methods).
@@ -479,11 +585,20 @@ async def reconcile_topics(
         alter: fix safe differences of existing topics in place.
 
     Raises:
+        ConfigError: replication factor 1 would be chosen on a multi-broker
+            cluster (see ``choose_replication``).
         TopicCreateError: the broker refused a topic.
         TopicAlterError: a safe difference could not be altered.
         TransportError: a call failed or timed out.
     """
     desired = tuple(topics)
+    replication: ReplicationChoice | None = None
+    if any(t.replication_factor is None for t in desired):
+        replication = choose_replication(await describe_replication(admin, conn))
+        desired = tuple(
+            t if t.replication_factor else t.with_replication(replication.factor)
+            for t in desired
+        )
     existing = set(
         await bounded(
             admin.list_topics(), seconds=conn.request_timeout, operation="list topics"
@@ -524,7 +639,7 @@ async def reconcile_topics(
         else:
             outcome = TopicOutcome.ALTERED if done else TopicOutcome.OK
         results.append(TopicResult(topic, outcome, still, done))
-    return ApplyReport(tuple(results))
+    return ApplyReport(tuple(results), replication)
 
 
 def _diff(
@@ -561,7 +676,8 @@ async def apply_topics(
         One result per topic, in the given order.
 
     Raises:
-        ConfigError: a TLS file of ``security`` cannot be loaded.
+        ConfigError: a TLS file of ``security`` cannot be loaded, or replication
+            factor 1 would be chosen on a multi-broker cluster.
         BrokerUnreachableError: no admin session could be opened.
         TopicCreateError: the broker refused a topic (e.g. replication factor too
             high for the cluster).
