@@ -18,8 +18,8 @@ Contents:
 * :mod:`~turnstream.analytics.codecs` -- the faust codecs (``turnstream_avro`` …).
 * :mod:`~turnstream.analytics.transport` -- the ``read_committed`` faust transport.
 * :mod:`~turnstream.analytics.app` -- :class:`AnalyticsApp`, the faust wiring.
-* :mod:`~turnstream.analytics.__main__` -- ``python -m turnstream.analytics`` and
-  :func:`run_app`.
+* :mod:`~turnstream.analytics.worker` -- :func:`serve`, the worker until stopped
+  (``turnstream analytics run``, alias ``python -m turnstream.analytics``).
 * :mod:`~turnstream.analytics.examples.failure_streak` -- a user-written processor.
 """
 
@@ -41,7 +41,7 @@ from turnstream.analytics.report import build_snapshot, totals_view, windows_vie
 from turnstream.analytics.settings import AnalyticsSettings, Guarantee
 
 if TYPE_CHECKING:
-    from turnstream.analytics.__main__ import run_app
+    from turnstream.analytics.worker import serve
 
 __all__ = [
     "Aggregates",
@@ -56,17 +56,17 @@ __all__ = [
     "TerminalKind",
     "build_snapshot",
     "fold",
-    "run_app",
+    "serve",
     "totals_view",
     "windows_view",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    # run_app lives in the composition root and pulls in faust; import it
-    # only when asked for, so the pure modules stay usable without faust.
-    if name == "run_app":
-        from turnstream.analytics.__main__ import run_app  # noqa: PLC0415 - lazy
+    # serve pulls in faust; import it only when asked for, so the pure modules
+    # stay usable without faust.
+    if name == "serve":
+        from turnstream.analytics.worker import serve  # noqa: PLC0415 - lazy
 
-        return run_app
+        return serve
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,30 +1,36 @@
-"""``turnstream analytics run``: the analytics worker over the turn journal.
+"""``turnstream analytics run``: the faust analytics worker, from flags and environment.
 
-Owns the ``analytics`` command group: flags over the environment (see
-:mod:`turnstream.analytics.settings` for the variables) into
-:class:`~turnstream.analytics.settings.AnalyticsSettings`, validated once, then
-:func:`turnstream.analytics.run_app` until SIGINT or SIGTERM (it installs its own
-handlers in ``turnstream.analytics.__main__``). faust is an optional extra: it
-is imported only when the worker starts, and its absence is a one-line error.
-Must not import aiokafka or faust.
+Owns the ``analytics`` command group and :func:`analytics_settings`, which
+resolves every worker setting once -- each flag over its ``TURNSTREAM_ANALYTICS_*``
+variable, validated together by
+:class:`~turnstream.analytics.settings.AnalyticsSettings` -- and the command,
+which installs the signal handlers (SIGINT/SIGTERM stop it in order) and runs
+:func:`turnstream.analytics.serve`. This is the worker's one entry point;
+``python -m turnstream.analytics`` is its alias. faust is an optional extra: it is
+imported only when the worker starts. Must not import aiokafka.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from typing import Annotated
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
-from turnstream.analytics.settings import AnalyticsSettings
+from turnstream.analytics.settings import AnalyticsSettings, Guarantee
 from turnstream.cli.failures import exit_on_errors, fail
 from turnstream.cli.kafka_options import BootstrapOption
 from turnstream.cli.options import LogFormatOption, LogLevelOption
 from turnstream.cli.settings import ExitCode, parse_log_format, parse_log_level
+from turnstream.cli.signals import stop_on_signals
+from turnstream.errors import ConfigError
 from turnstream.kafka.connection import resolve_bootstrap
 from turnstream.observability import configure_logging
 
-__all__ = ["app"]
+__all__ = ["analytics_settings", "app"]
 
 app = typer.Typer(
     help="Run the analytics worker (faust) that folds the journal into stats.",
@@ -32,50 +38,149 @@ app = typer.Typer(
 )
 
 
+def analytics_settings(
+    env: Mapping[str, str],
+    *,
+    bootstrap: str | None = None,
+    app_id: str | None = None,
+    events_topic: str | None = None,
+    analytics_topic: str | None = None,
+    partitions: int | None = None,
+    replication_factor: int | None = None,
+    window_seconds: float | None = None,
+    window_retention: int | None = None,
+    publish_seconds: float | None = None,
+    web_host: str | None = None,
+    web_port: int | None = None,
+    no_web: bool = False,
+    data_dir: Path | None = None,
+    schema_dir: Path | None = None,
+    guarantee: str | None = None,
+    session_timeout: float | None = None,
+) -> AnalyticsSettings:
+    """The worker's settings: the environment's, with the given flags applied.
+
+    Raises:
+        ConfigError: a flag or variable is invalid (named in the message).
+    """
+    if guarantee is not None and guarantee not in {g.value for g in Guarantee}:
+        choices = ", ".join(g.value for g in Guarantee)
+        raise ConfigError("--guarantee", f"{guarantee!r}: expected one of {choices}")
+    base = AnalyticsSettings.from_env(env)
+    return base.with_overrides(
+        bootstrap=None if bootstrap is None else resolve_bootstrap(bootstrap, env),
+        app_id=app_id,
+        events_topic=events_topic,
+        analytics_topic=analytics_topic,
+        partitions=partitions,
+        replication_factor=replication_factor,
+        window_size_ms=None if window_seconds is None else round(window_seconds * 1000),
+        window_retention=window_retention,
+        publish_interval_s=publish_seconds,
+        web_host=web_host,
+        web_port=web_port,
+        web_enabled=False if no_web else None,
+        data_dir=data_dir,
+        schema_dir=schema_dir,
+        guarantee=None if guarantee is None else Guarantee(guarantee),
+        session_timeout_s=session_timeout,
+    )
+
+
+def _opt(flag: str, text: str, variable: str) -> Any:
+    # The variables are read by AnalyticsSettings.from_env, so flags and
+    # environment are validated together; the option only names them.
+    return typer.Option(flag, help=f"{text} (env {variable}).", show_default=False)
+
+
+_ENV = "TURNSTREAM_ANALYTICS_"
+
+
 @app.command()
 def run(
     *,
     bootstrap: BootstrapOption = None,
     app_id: Annotated[
+        str | None, _opt("--app-id", "faust app id and consumer group", f"{_ENV}APP_ID")
+    ] = None,
+    events_topic: Annotated[
         str | None,
-        typer.Option(
-            "--app-id",
-            help="faust app id and consumer group (env TURNSTREAM_ANALYTICS_APP_ID).",
-            show_default=False,
+        _opt("--events-topic", "Journal topic to read", f"{_ENV}EVENTS_TOPIC"),
+    ] = None,
+    analytics_topic: Annotated[
+        str | None,
+        _opt(
+            "--analytics-topic",
+            "Topic snapshots are published to",
+            f"{_ENV}TOPIC",
+        ),
+    ] = None,
+    partitions: Annotated[
+        int | None,
+        _opt(
+            "--partitions",
+            "Partition count of the events topic",
+            "TURNSTREAM_TOPIC_PARTITIONS",
+        ),
+    ] = None,
+    replication_factor: Annotated[
+        int | None,
+        _opt(
+            "--replication-factor",
+            "For the topics the worker creates",
+            "TURNSTREAM_TOPIC_REPLICATION_FACTOR",
         ),
     ] = None,
     window_seconds: Annotated[
         float | None,
-        typer.Option(
-            "--window-seconds",
-            min=0.001,
-            help="Tumbling window size (env TURNSTREAM_ANALYTICS_WINDOW_SECONDS).",
-            show_default=False,
+        _opt("--window-seconds", "Tumbling window size", f"{_ENV}WINDOW_SECONDS"),
+    ] = None,
+    window_retention: Annotated[
+        int | None,
+        _opt(
+            "--window-retention", "Windows kept and reported", f"{_ENV}WINDOW_RETENTION"
         ),
     ] = None,
     publish_seconds: Annotated[
         float | None,
-        typer.Option(
-            "--publish-seconds",
-            min=0.001,
-            help="Seconds between snapshots "
-            "(env TURNSTREAM_ANALYTICS_PUBLISH_SECONDS).",
-            show_default=False,
+        _opt(
+            "--publish-seconds", "Seconds between snapshots", f"{_ENV}PUBLISH_SECONDS"
         ),
+    ] = None,
+    web_host: Annotated[
+        str | None,
+        _opt("--web-host", "Bind address of the JSON views", f"{_ENV}WEB_HOST"),
     ] = None,
     web_port: Annotated[
         int | None,
-        typer.Option(
-            "--web-port",
-            min=1,
-            max=65535,
-            help="Port of the JSON views (env TURNSTREAM_ANALYTICS_WEB_PORT).",
-            show_default=False,
-        ),
+        _opt("--web-port", "Port of the JSON views", f"{_ENV}WEB_PORT"),
     ] = None,
     no_web: Annotated[
         bool, typer.Option("--no-web", help="Do not serve the JSON views.")
     ] = False,
+    data_dir: Annotated[
+        Path | None, _opt("--data-dir", "faust data directory", f"{_ENV}DATA_DIR")
+    ] = None,
+    schema_dir: Annotated[
+        Path | None,
+        _opt("--schema-dir", "Avro schema directory", "TURNSTREAM_SCHEMA_DIR"),
+    ] = None,
+    guarantee: Annotated[
+        str | None,
+        _opt(
+            "--guarantee",
+            "Processing guarantee: exactly_once or at_least_once",
+            f"{_ENV}GUARANTEE",
+        ),
+    ] = None,
+    session_timeout: Annotated[
+        float | None,
+        _opt(
+            "--session-timeout",
+            "Consumer-group session timeout, seconds (default 60)",
+            f"{_ENV}SESSION_TIMEOUT_SECONDS",
+        ),
+    ] = None,
     log_format: LogFormatOption = "json",
     log_level: LogLevelOption = "INFO",
 ) -> None:
@@ -87,25 +192,40 @@ def run(
     with exit_on_errors():
         fmt = parse_log_format(log_format)
         level = parse_log_level(log_level)
-        settings = AnalyticsSettings.from_env(os.environ).with_overrides(
-            bootstrap=resolve_bootstrap(bootstrap, os.environ),
+        settings = analytics_settings(
+            os.environ,
+            bootstrap=bootstrap,
             app_id=app_id,
-            window_size_ms=None
-            if window_seconds is None
-            else round(window_seconds * 1000),
-            publish_interval_s=publish_seconds,
+            events_topic=events_topic,
+            analytics_topic=analytics_topic,
+            partitions=partitions,
+            replication_factor=replication_factor,
+            window_seconds=window_seconds,
+            window_retention=window_retention,
+            publish_seconds=publish_seconds,
+            web_host=web_host,
             web_port=web_port,
-            web_enabled=False if no_web else None,
+            no_web=no_web,
+            data_dir=data_dir,
+            schema_dir=schema_dir,
+            guarantee=guarantee,
+            session_timeout=session_timeout,
         )
         try:
             # faust is an optional extra: import it only when the worker starts.
-            from turnstream.analytics import run_app  # noqa: PLC0415
+            from turnstream.analytics import serve  # noqa: PLC0415
         except ImportError:
             raise fail(
                 "the analytics worker needs faust: pip install -e '.[analytics]'",
                 ExitCode.USAGE,
             ) from None
     configure_logging(fmt, level=level)
+
+    async def worker() -> None:
+        stop = asyncio.Event()
+        with stop_on_signals(stop.set):
+            await serve(settings, stop)
+
     with exit_on_errors(settings.bootstrap):
-        run_app(settings)
+        asyncio.run(worker())
     raise typer.Exit(int(ExitCode.OK))

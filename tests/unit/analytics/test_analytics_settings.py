@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from turnstream import analytics
-from turnstream.analytics.__main__ import build_parser, settings_from_args
 from turnstream.analytics.aggregate import FoldConfig, TerminalKind, fold_journal
 from turnstream.analytics.report import build_snapshot, totals_view, windows_view
 from turnstream.analytics.sample import LoopPlan, TurnPlan, build_journal
 from turnstream.analytics.settings import AnalyticsSettings, Guarantee
+from turnstream.cli.analytics import analytics_settings
 from turnstream.errors import ConfigError
 
 PACKAGE_DIR = Path(analytics.__file__).parent
@@ -117,18 +117,16 @@ def test_settings_reject_invalid_values(env, setting):
 
 def test_settings_flags_override_env():
     """Command-line flags win over the environment."""
-    args = build_parser().parse_args(
-        [
-            *("--bootstrap", "h:1", "--window-seconds", "10", "--web-port", "9"),
-            *("--no-web", "--session-timeout", "7"),
-        ]
-    )
-    s = settings_from_args(
-        args,
+    s = analytics_settings(
         {
             "KAFKA_BOOTSTRAP_SERVERS": "env:2",
             "TURNSTREAM_ANALYTICS_SESSION_TIMEOUT_SECONDS": "30",
         },
+        bootstrap="h:1",
+        window_seconds=10,
+        web_port=9,
+        no_web=True,
+        session_timeout=7,
     )
     assert (s.bootstrap, s.window_size_ms, s.web_port, s.web_enabled) == (
         "h:1",
@@ -172,7 +170,7 @@ def test_views_render_totals_and_windows():
 
 
 def test_package_all_is_a_table_of_contents():
-    """Every name in __all__ resolves (run_app lazily)."""
+    """Every name in __all__ resolves (serve lazily)."""
     for name in analytics.__all__:
         assert getattr(analytics, name) is not None
 
