@@ -71,6 +71,9 @@ def _tuning(flag: str, setting: str, text: str) -> Any:
 
 
 app = typer.Typer(
+    # Plain click help: it wraps long option and variable names instead of
+    # cutting them at 80 columns, as rich panels do.
+    rich_markup_mode=None,
     help="Run the loop-actor service (the process that runs turns).",
     no_args_is_help=True,
 )

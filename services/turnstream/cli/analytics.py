@@ -33,6 +33,9 @@ from turnstream.observability import configure_logging
 __all__ = ["analytics_settings", "app"]
 
 app = typer.Typer(
+    # Plain click help: it wraps long option and variable names instead of
+    # cutting them at 80 columns, as rich panels do.
+    rich_markup_mode=None,
     help="Run the analytics worker (faust) that folds the journal into stats.",
     no_args_is_help=True,
 )

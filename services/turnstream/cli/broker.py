@@ -33,6 +33,9 @@ __all__ = ["NODES_ENV", "app", "dev_cluster"]
 NODES_ENV = "TURNSTREAM_BROKER_NODES"
 
 app = typer.Typer(
+    # Plain click help: it wraps long option and variable names instead of
+    # cutting them at 80 columns, as rich panels do.
+    rich_markup_mode=None,
     help="Run the local Kafka broker (KRaft, from Maven jars): one node, or a "
     "cluster with --nodes 3.",
     no_args_is_help=True,

@@ -297,7 +297,7 @@ def chat(
 ) -> None:
     """Send TEXT to a loop and stream its turn: tokens, tool calls, the end.
 
-    The loop actor (``turnstream actor run``) runs the model and tools. Exit codes:
+    The loop actor (turnstream actor run) runs the model and tools. Exit codes:
     0 done, 1 failed, 130 interrupted (Ctrl-C interrupts the turn), 2 bad
     settings or missing topics, 3 Kafka unreachable.
     """

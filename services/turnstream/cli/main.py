@@ -17,6 +17,9 @@ from turnstream.cli._common import set_verbose
 __all__ = ["app", "main"]
 
 app = typer.Typer(
+    # Plain click help: it wraps long option and variable names instead of
+    # cutting them at 80 columns, as rich panels do.
+    rich_markup_mode=None,
     name="turnstream",
     help="turnstream: a Kafka-native runtime for LLM agent turns.",
     no_args_is_help=True,

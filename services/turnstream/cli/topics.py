@@ -39,7 +39,11 @@ __all__ = [
     "print_report",
 ]
 
-app = typer.Typer(help="Manage the turnstream topic set.", no_args_is_help=True)
+app = typer.Typer(
+    help="Manage the turnstream topic set.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # plain click help: no names cut at 80 columns
+)
 
 PartitionsOption = Annotated[
     int | None,
