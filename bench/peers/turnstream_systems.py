@@ -276,8 +276,9 @@ async def open_kafka(
 ) -> AsyncIterator[KafkaSystem]:
     """A fresh topic set, the in-process service and a client."""
     from _support import ModelPool, service_for, topic_set, wait_until
-    from turnstream.kafka.metrics import ServiceMetrics
-    from turnstream.kafka.session_client import KafkaSession
+
+    # The package root exports both, whichever module holds them.
+    from turnstream.kafka import KafkaSession, ServiceMetrics
 
     tool = AddTool()
     pool = ModelPool(
