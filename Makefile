@@ -5,7 +5,7 @@ PYTHON ?= python3.11
 BIN    := $(VENV)/bin
 
 .PHONY: install jars broker-up broker-down broker-status topics check fmt \
-        test test-unit test-kafka demo smoke bench
+        test test-unit test-kafka demo smoke bench bench-peers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,3 +55,15 @@ smoke:  ## Kafka only: broker up, topics apply, one transactional round trip
 
 bench:  ## every benchmark side by side on the local broker (~4-5 min); BENCH_ARGS=--quick for ~1 min
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
+
+# The peer frameworks get their own venv, never the main one (faust-streaming, the
+# analytics extra, pins shared dependencies). `make bench` runs the peer section in
+# it once it exists. PEERS_ARGS=--quick for a smoke run; --postgres-temp (or
+# PEERS_POSTGRES_DSN=...) adds LangGraph + Postgres.
+PEERS_VENV ?= .venv-peers
+
+bench-peers:  ## bench/peers/: the same agent workload on turnstream, LangGraph, OpenAI Agents SDK
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -c "import langgraph, agents" 2>/dev/null || \
+	  $(PEERS_VENV)/bin/python -m pip install --quiet -e ".[peers]"
+	$(PEERS_VENV)/bin/python bench/peers/peers_bench.py $(PEERS_ARGS)

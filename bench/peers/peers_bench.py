@@ -179,6 +179,15 @@ def ratios(systems: dict[str, Any]) -> dict[str, Any]:
             entry["cheapest_in_memory_peer"] = cheapest
             entry["cheapest_in_memory_peer_over_embedded"] = factor
             entry["embedded_at_least_3x_cheaper"] = factor >= 3.0
+        streaming = {
+            k: v for k, v in memory.items() if systems[k]["streamed_to_caller"]
+        }
+        if streaming:
+            cheapest = min(streaming, key=streaming.__getitem__)
+            entry["cheapest_streaming_in_memory_peer"] = cheapest
+            entry["cheapest_streaming_in_memory_peer_over_embedded"] = round(
+                streaming[cheapest] / ref, 2
+            )
         out[kind] = entry
     return out
 
@@ -310,6 +319,13 @@ def table(doc: dict[str, Any]) -> list[str]:
                 f"**{entry['cheapest_in_memory_peer_over_embedded']}x** the CPU per "
                 f"turn of turnstream embedded (target ≥ 3x: "
                 f"{'met' if entry['embedded_at_least_3x_cheaper'] else 'NOT met'})."
+            )
+        if "cheapest_streaming_in_memory_peer" in entry:
+            lines.append(
+                f"- {kind}, like for like (the caller sees every chunk, as with "
+                f"turnstream): the cheapest streaming in-memory peer "
+                f"({entry['cheapest_streaming_in_memory_peer']}) uses "
+                f"**{entry['cheapest_streaming_in_memory_peer_over_embedded']}x**."
             )
     kafka = doc["systems"].get("turnstream-kafka", {})
     for kind in workload.KINDS:
