@@ -145,13 +145,28 @@ async def bench_system(
             first_index=20_000,
         )
         facts = system.facts() if hasattr(system, "facts") else {}
+    failed = [
+        f"{phase}: {doc['deviations']['count']} turns deviated from the script "
+        f"(e.g. {doc['deviations']['examples'][0]})"
+        for phase, doc in (("throughput", tp), ("latency", lat))
+        if doc["deviations"]["count"]
+    ]
+    if facts.get("deltas_dropped"):
+        failed.append(f"the service dropped {facts['deltas_dropped']} deltas")
     return {
         "name": system.name,
         "streamed_to_caller": system.streamed,
         "throughput": tp,
         "latency": lat,
         **({"facts": facts} if facts else {}),
+        **({"failed": failed} if failed else {}),
     }
+
+
+def ok(row: dict[str, Any]) -> bool:
+    """Whether every kind of a system's row ran, and ran as scripted."""
+    kinds = [v for k, v in row.items() if k in workload.KINDS]
+    return bool(kinds) and all("error" not in v and "failed" not in v for v in kinds)
 
 
 def ratios(systems: dict[str, Any]) -> dict[str, Any]:
@@ -242,6 +257,8 @@ async def run(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
                 f"p99 {lat['p99']} ms",
                 flush=True,
             )
+            for reason in result.get("failed", []):
+                print(f"   FAILED: {reason}", flush=True)
         doc["systems"][key] = row
     doc["ratios"] = ratios(
         {
@@ -311,6 +328,13 @@ def table(doc: dict[str, Any]) -> list[str]:
     for key, reason in doc.get("skipped", {}).items():
         lines.append(f"| {key} | skipped: {reason} | | | | | | |")
     lines.append("")
+    for key, row in doc["systems"].items():
+        for kind in workload.KINDS:
+            entry = row.get(kind, {})
+            for reason in entry.get("failed", []):
+                lines.append(f"- **FAILED** {key}, {kind}: {reason}")
+            if "error" in entry:
+                lines.append(f"- **ERROR** {key}, {kind}: `{entry['error']}`")
     for kind, entry in doc.get("ratios", {}).items():
         if "cheapest_in_memory_peer" in entry:
             lines.append(
