@@ -25,6 +25,7 @@ tool turn); a deviation fails that system. Usage::
     python bench/peers/peers_bench.py                 # full, a few minutes
     python bench/peers/peers_bench.py --quick         # smoke: 20 x 3, -> peers-quick.*
     python bench/peers/peers_bench.py --postgres-temp --only langgraph-postgres
+    python bench/peers/peers_bench.py --wait-load 1.5  # first wait for a quiet box
 """
 
 from __future__ import annotations
@@ -150,6 +151,11 @@ async def bench_system(
         f"(e.g. {doc['deviations']['examples'][0]})"
         for phase, doc in (("throughput", tp), ("latency", lat))
         if doc["deviations"]["count"]
+    ]
+    failed += [
+        f"{phase}: {problem}"
+        for phase, doc in (("throughput", tp), ("latency", lat))
+        for problem in doc["deviations"]["phase"]
     ]
     if facts.get("deltas_dropped"):
         failed.append(f"the service dropped {facts['deltas_dropped']} deltas")
@@ -407,6 +413,10 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start a throwaway local cluster (Debian's postgresql package)",
     )
+    p.add_argument(
+        "--wait-load", type=float, default=0.0, help="first wait for load below this"
+    )
+    p.add_argument("--wait-max", type=float, default=900.0)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--md", type=Path, default=None)
     return p
@@ -424,6 +434,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"peer comparison skipped: {reason}")
         return 2
     quiet_kafka_logs()
+    deadline = time.monotonic() + args.wait_max
+    while args.wait_load and os.getloadavg()[0] >= args.wait_load:
+        if time.monotonic() > deadline:
+            break
+        print(f"load {load_average()} >= {args.wait_load}; waiting", flush=True)
+        time.sleep(30)
     with contextlib.ExitStack() as stack:
         dsn = args.postgres
         if not dsn and args.postgres_temp:
@@ -440,11 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(text)
     print(f"wrote {out} and {md_out}")
-    failed = [
-        k
-        for k, row in doc["systems"].items()
-        if any("error" in row.get(kd, {}) for kd in args.kinds)
-    ]
+    failed = [k for k, row in doc["systems"].items() if not ok(row)]
+    if failed:
+        print(f"failed: {', '.join(failed)}")
     return 1 if failed else 0
 
 

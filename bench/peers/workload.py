@@ -88,6 +88,8 @@ class Deviations:
 
     count: int = 0
     examples: list[str] = field(default_factory=list)
+    phase: list[str] = field(default_factory=list)
+    """Problems of the phase as a whole (text deltas counted per phase)."""
 
     def add(self, problems: list[str]) -> None:
         """Record one turn's problems (if any)."""
@@ -103,14 +105,13 @@ class Deviations:
         expected = start + turns * CHUNKS
         received = await system.settle(expected)  # type: ignore[attr-defined]
         if received != expected:
-            self.count += 1
-            self.examples.append(
+            self.phase.append(
                 f"{received - start} of {turns * CHUNKS} text deltas received"
             )
 
     def doc(self) -> dict[str, Any]:
         """For the result document."""
-        return {"count": self.count, "examples": self.examples}
+        return {"count": self.count, "examples": self.examples, "phase": self.phase}
 
 
 class Conversation(Protocol):
