@@ -38,7 +38,6 @@ ANSWER_CHUNKS: tuple[str, ...] = tuple(f"tok{i:02d} " for i in range(CHUNKS))
 ANSWER = "".join(ANSWER_CHUNKS)
 TOOL_NAME = "add"
 TOOL_ARGS = {"a": 2, "b": 3}
-TOOL_RESULT = "5"
 KINDS = ("text", "tool")
 
 
