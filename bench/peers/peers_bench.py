@@ -176,7 +176,11 @@ def ok(row: dict[str, Any]) -> bool:
 
 
 def ratios(systems: dict[str, Any]) -> dict[str, Any]:
-    """CPU per turn of each system over turnstream embedded's, per kind."""
+    """CPU per turn of each system over turnstream embedded's, per kind.
+
+    Systems marked failed (a deviation, dropped deltas) are included, since
+    their CPU was measured; systems whose run raised are not.
+    """
     out: dict[str, Any] = {}
     base = systems.get("turnstream-embedded", {})
     for kind in workload.KINDS:
