@@ -5,7 +5,7 @@ PYTHON ?= python3.11
 BIN    := $(VENV)/bin
 
 .PHONY: install jars broker-up broker-down broker-status topics check fmt \
-        test test-unit test-kafka demo smoke bench \
+        test test-unit test-kafka demo smoke bench bench-peers \
         cluster-up cluster-down cluster-status test-cluster
 
 $(BIN)/python:
@@ -77,3 +77,15 @@ test-interop:  ## Java + Go readers/writers vs schemas/bundled/ and a real actor
 	mvn -q -B -f examples/java/pom.xml package
 	cd examples/go && go build -o bin/ ./cmd/...
 	TURNSTREAM_INTEROP=1 $(BIN)/pytest tests/interop
+
+# The peer frameworks get their own venv, never the main one (faust-streaming, the
+# analytics extra, pins shared dependencies). `make bench` runs the peer section in
+# it once it exists. PEERS_ARGS=--quick for a smoke run; --postgres-temp (or
+# PEERS_POSTGRES_DSN=...) adds LangGraph + Postgres.
+PEERS_VENV ?= .venv-peers
+
+bench-peers:  ## bench/peers/: the same agent workload on turnstream, LangGraph, OpenAI Agents SDK
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -c "import langgraph, agents" 2>/dev/null || \
+	  $(PEERS_VENV)/bin/python -m pip install --quiet -e ".[peers]"
+	$(PEERS_VENV)/bin/python bench/peers/peers_bench.py $(PEERS_ARGS)

@@ -4,9 +4,12 @@ Runs, in this order and on the same machine and broker: the codec (Avro vs
 pydantic JSON), turn throughput vs raw aiokafka transactions (text and tool
 turns), latency seen by a subscriber vs Kafka's own, restore time vs journal
 length (with and without the state snapshot), scale-out (1 vs 2 loop-actor
-processes) and the memory of idle loops. Writes ``bench/results/latest.json``
-(every number, plus the machine and its load at start and end) and
-``bench/results/latest.md`` (the tables), and prints the tables.
+processes), the memory of idle loops and, when the peer frameworks are
+installed (``pip install -e '.[peers]'`` into ``.venv-peers``, see ``make
+bench-peers``), the peer comparison of ``bench/peers/``. Writes
+``bench/results/latest.json`` (every number, plus the machine and its load at
+start and end) and ``bench/results/latest.md`` (the tables), and prints the
+tables.
 
 Each benchmark creates its own uniquely prefixed topics and consumer groups,
 deletes them afterwards and stops every process it started; a benchmark that
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import sys
 import time
@@ -31,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+
+import peers_bench
 
 import codec_bench
 import latency_bench
@@ -40,6 +48,7 @@ import scale_bench
 import turns_bench
 from _support import (
     RESULTS_DIR,
+    ROOT,
     bootstrap_servers,
     load_average,
     machine,
@@ -65,6 +74,7 @@ FULL: dict[str, Any] = {
     "restore": {"turns": [250, 1000, 2500], "repeat": 3},
     "scale": {"loops": 200, "turns": 5, "partitions": 4, "counts": [1, 2, 1, 2]},
     "memory": {"steps": [0, 1000, 5000], "partitions": 4, "settle": 2.0},
+    "peers": {"conversations": 200, "turns": 5, "latency_conversations": 20},
 }
 QUICK: dict[str, Any] = {
     "codec": {"number": 300, "reps": 3, "warmup": 50},
@@ -79,7 +89,11 @@ QUICK: dict[str, Any] = {
     "restore": {"turns": [100, 400], "repeat": 2},
     "scale": {"loops": 60, "turns": 3, "partitions": 4, "counts": [1, 2]},
     "memory": {"steps": [0, 200, 1000], "partitions": 4, "settle": 1.0},
+    "peers": {"conversations": 20, "turns": 3, "latency_conversations": 5},
 }
+PEERS_PYTHON = Path(os.environ.get("PEERS_PYTHON", ROOT / ".venv-peers/bin/python"))
+PEERS_SCRIPT = Path(__file__).resolve().parent / "peers" / "peers_bench.py"
+PEERS_POSTGRES: dict[str, Any] = {}  # set from the command line in main()
 
 
 # ---------------------------------------------------------------- sections
@@ -171,6 +185,70 @@ async def memory_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+async def peers_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``bench/peers/peers_bench.py``: in this process if the peers import, else
+    in the ``.venv-peers`` interpreter (``PEERS_PYTHON``) as a child process;
+    skipped, with the reason, when neither has them.
+    """
+    argv = [
+        "--bootstrap",
+        bootstrap,
+        "--conversations",
+        str(cfg["conversations"]),
+        "--turns",
+        str(cfg["turns"]),
+        "--latency-conversations",
+        str(cfg["latency_conversations"]),
+    ]
+    if PEERS_POSTGRES.get("dsn"):
+        argv += ["--postgres", PEERS_POSTGRES["dsn"]]
+    elif PEERS_POSTGRES.get("temp"):
+        argv.append("--postgres-temp")
+    reason = peers_bench.peers_importable()
+    if reason is None:
+        # Same interpreter: the sections share the event loop already running.
+        args = peers_bench.parser().parse_args(argv)
+        args.argv = argv
+        dsn = args.postgres
+        with contextlib.ExitStack() as stack:
+            if not dsn and args.postgres_temp:
+                from pg_temp import temp_cluster
+
+                dsn = stack.enter_context(temp_cluster())
+            return await peers_bench.run(args, dsn)
+    if not PEERS_PYTHON.exists():  # noqa: ASYNC240 - one stat
+        print(f"   peers skipped: {reason}; no {PEERS_PYTHON} (make bench-peers)")
+        return {"section_skipped": f"{reason}; no {PEERS_PYTHON}"}
+    out = RESULTS_DIR / "peers-run_all.json.tmp"
+    child = await asyncio.create_subprocess_exec(
+        str(PEERS_PYTHON),
+        str(PEERS_SCRIPT),
+        *argv,
+        "--out",
+        str(out),
+        "--md",
+        str(out.with_suffix(".md.tmp")),
+    )
+    code = await child.wait()
+    doc = _take_child_result(out)
+    if code == 2 or doc is None:
+        return {
+            "section_skipped": f"{PEERS_PYTHON} could not run the peers (exit {code})"
+        }
+    doc["interpreter"] = str(PEERS_PYTHON)
+    return doc
+
+
+def _take_child_result(out: Path) -> dict[str, Any] | None:
+    """The child's JSON document (its files are removed), or ``None``."""
+    out.with_suffix(".md.tmp").unlink(missing_ok=True)
+    if not out.exists():
+        return None
+    doc: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    out.unlink()
+    return doc
+
+
 Section = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 SECTIONS: dict[str, Section] = {
     "codec": codec_section,
@@ -179,6 +257,7 @@ SECTIONS: dict[str, Section] = {
     "restore": restore_section,
     "scale": scale_section,
     "memory": memory_section,
+    "peers": peers_section,
 }
 
 
@@ -322,6 +401,14 @@ def _memory_md(sec: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _peers_md(sec: dict[str, Any]) -> list[str]:
+    if "section_skipped" in sec:
+        return [f"skipped: {sec['section_skipped']}"]
+    lines = peers_bench.table(sec)
+    peers = ", ".join(f"{k} {v}" for k, v in sec["machine"].get("peers", {}).items())
+    return [*lines, "", f"Peers: {peers}. Load at start {sec['load_start']}."]
+
+
 TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "codec": ("Codec: Avro codec vs pydantic JSON (same events)", _codec_md),
     "turns": ("Turn throughput vs raw aiokafka transactions", _turns_md),
@@ -329,6 +416,10 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "restore": ("Restore one loop: snapshot vs full journal replay", _restore_md),
     "scale": ("Scale-out: 1 vs 2 loop-actor processes", _scale_md),
     "memory": ("Memory: one actor process holding N idle loops", _memory_md),
+    "peers": (
+        "Peers: one agent workload on turnstream, LangGraph, OpenAI Agents SDK",
+        _peers_md,
+    ),
 }
 
 
@@ -424,7 +515,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait-max", type=float, default=900.0)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--md", type=Path, default=None)
+    parser.add_argument(
+        "--peers-postgres",
+        default=os.environ.get("PEERS_POSTGRES_DSN") or None,
+        help="peers: a Postgres DSN for LangGraph + Postgres",
+    )
+    parser.add_argument(
+        "--peers-postgres-temp",
+        action="store_true",
+        help="peers: start a throwaway local Postgres cluster",
+    )
     args = parser.parse_args(argv)
+    PEERS_POSTGRES.update(dsn=args.peers_postgres, temp=args.peers_postgres_temp)
     quiet_kafka_logs()
     doc = asyncio.run(run(args))
     suffix = "-quick" if args.quick else ""
