@@ -1,12 +1,15 @@
 """Live-only events to ``turnstream.deltas.v1``: the runtime's ``LiveHub`` on Kafka.
 
 Owns :class:`DeltaPublisher`. ``publish`` encodes an ephemeral event and puts
-it on a bounded buffer without waiting; one sender task hands the buffer to a
-separate *non-transactional* ``acks=1`` producer, immediately and outside any
+it on a bounded buffer; one sender task hands the buffer to a separate
+*non-transactional* ``acks=1`` producer, immediately and outside any
 transaction (deltas must reach watchers while the turn streams, not when it
-commits). The topic is lossy by design: a full buffer, a slow broker or a
-failed send drops the event and counts it. ``deliver`` does nothing: enduring
-events reach watchers through the journal topic itself, ``read_committed``.
+commits). A full buffer makes ``publish`` wait (up to ``full_wait``) for the
+sender to catch up, so a burst of streaming turns is slowed to what the broker
+takes rather than losing tokens; only real overload (still full after the
+wait) or a failed send drops an event, and every drop is counted. ``deliver``
+does nothing: enduring events reach watchers through the journal topic itself,
+``read_committed``.
 
 Part of ``turnstream.kafka`` (the only aiokafka importer); imports the wire
 codec; never the runtime's actor.
@@ -43,8 +46,10 @@ class DeltaPublisher:
         topic: the deltas topic.
         codec: encodes ephemeral events.
         metrics: ``deltas_sent`` and ``deltas_dropped`` are counted here.
-        capacity: events buffered at most; more are dropped.
+        capacity: events buffered at most.
         send_timeout: seconds one hand-over to the producer may take.
+        full_wait: seconds ``publish`` waits for room in a full buffer before
+            it drops the event.
     """
 
     def __init__(
@@ -54,8 +59,9 @@ class DeltaPublisher:
         topic: str,
         codec: Codec,
         metrics: ServiceMetrics,
-        capacity: int = 1024,
+        capacity: int = 8192,
         send_timeout: float = 1.0,
+        full_wait: float = 1.0,
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
@@ -64,6 +70,7 @@ class DeltaPublisher:
         self._codec = codec
         self._metrics = metrics
         self._send_timeout = send_timeout
+        self._full_wait = full_wait
         self._buffer: asyncio.Queue[
             tuple[bytes, int | None, bytes, list[tuple[str, bytes]]]
         ] = asyncio.Queue(maxsize=capacity)
@@ -117,7 +124,7 @@ class DeltaPublisher:
             self._metrics.deltas_sent += 1
 
     async def publish(self, event: EphemeralEvent) -> None:
-        """Buffer ``event`` for sending; drop it if the buffer is full."""
+        """Buffer ``event`` for sending; wait for room, drop it on real overload."""
         loop_id = event.header.loop_id
         if loop_id is None or self._producer is None:
             self._metrics.deltas_dropped += 1
@@ -129,12 +136,15 @@ class DeltaPublisher:
             self._metrics.deltas_dropped += 1
             return
         key = loop_key(loop_id)
+        item = (key, self._partition(key), value, self._codec.kafka_headers(event))
         try:
-            self._buffer.put_nowait(
-                (key, self._partition(key), value, self._codec.kafka_headers(event))
-            )
+            self._buffer.put_nowait(item)
         except asyncio.QueueFull:
-            self._metrics.deltas_dropped += 1
+            try:
+                async with asyncio.timeout(self._full_wait):
+                    await self._buffer.put(item)
+            except TimeoutError:
+                self._metrics.deltas_dropped += 1
 
     def _partition(self, key: bytes) -> int | None:
         """The default partitioner's choice for ``key``, hashed once per loop.

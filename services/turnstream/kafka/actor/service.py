@@ -75,7 +75,8 @@ class ServiceSettings:
         max_poll_records: records taken per fetch.
         writer: the partition writers' settings.
         stop_timeout: seconds one loop may take to stop on a handover.
-        delta_capacity: ephemeral events buffered before dropping.
+        delta_capacity: ephemeral events buffered for the deltas producer (a
+            full buffer makes streaming turns wait up to a second, then drop).
         lag_interval: seconds between consumer-lag updates.
     """
 
@@ -90,7 +91,7 @@ class ServiceSettings:
     max_poll_records: int = 200
     writer: WriterSettings = field(default_factory=WriterSettings)
     stop_timeout: float = 15.0
-    delta_capacity: int = 1024
+    delta_capacity: int = 8192
     lag_interval: float = 5.0
 
 
