@@ -17,6 +17,7 @@ Against the real broker:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
@@ -28,6 +29,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaError
 from tests.support.eventually import assert_eventually
 from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     Models,
@@ -390,20 +392,24 @@ async def test_offsets_reset_to_the_beginning_run_nothing_twice(
         await _offset_at_end(kafka_bootstrap, group, names, within=240)
     runs = len(marking.tool.calls)
     assert runs >= 1
-    # What `kafka-consumer-groups --reset-offsets --to-earliest` does (the group
-    # is empty now): commit offset 0 for it.
+    # What `kafka-consumer-groups --reset-offsets --to-earliest` does: commit
+    # offset 0 for the group. The broker takes it only once the group is empty
+    # (the stopped actor's leave may still be completing), so try until it holds.
     tp = TopicPartition(names.commands, 0)
-    resetter = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group)
-    async with asyncio.timeout(30):
-        await resetter.start()
-        try:
-            resetter.assign([tp])
-            await resetter.commit({tp: 0})
-        finally:
-            await resetter.stop()
-    assert (
-        await _committed(kafka_bootstrap, group, TopicPartition(names.commands, 0)) == 0
-    )
+
+    async def reset() -> bool:
+        resetter = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group)
+        async with asyncio.timeout(30):
+            await resetter.start()
+            try:
+                resetter.assign([tp])
+                with contextlib.suppress(KafkaError):
+                    await resetter.commit({tp: 0})
+            finally:
+                await resetter.stop()
+        return await _committed(kafka_bootstrap, group, tp) == 0
+
+    await assert_eventually(reset, timeout=60, interval=1.0)
     metrics = ServiceMetrics()
     async with running(
         service_for(
