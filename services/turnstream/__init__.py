@@ -21,3 +21,12 @@ An application that talks to loops over Kafka needs ``turnstream.kafka.client``
 (``KafkaSession``) and the value types; an embedded one needs
 ``turnstream.runtime.LocalSession``.
 """
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("turnstream")
+except PackageNotFoundError:  # a bare source tree on sys.path, never installed
+    __version__ = "0+unknown"
+
+__all__ = ["__version__"]
