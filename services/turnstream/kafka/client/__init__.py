@@ -4,7 +4,10 @@ A table of contents:
 
 - ``session``: :class:`KafkaSession`, the Session API over Kafka (submit,
   interrupt, gate answers, retract; live subscriptions merging the journal and
-  the deltas topic; journal replay).
+  the deltas topic; journal replay; ``submit_and_wait`` / ``submit_turn`` /
+  ``follow``);
+- ``turns``: :class:`Turn` (a handle following one input to its outcome),
+  :class:`TurnOutcome`, :class:`TurnStatus`.
 
 With it, from the shared modules of :mod:`turnstream.kafka`: where the brokers
 are (:class:`~turnstream.kafka.connection.KafkaConnection`), how to reach them
@@ -15,6 +18,7 @@ subpackages.
 """
 
 from turnstream.kafka.client.session import KafkaSession
+from turnstream.kafka.client.turns import Turn, TurnOutcome, TurnStatus
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.security import (
     KafkaSecurity,
@@ -32,4 +36,7 @@ __all__ = [
     "Secret",
     "SecurityProtocol",
     "TopicNames",
+    "Turn",
+    "TurnOutcome",
+    "TurnStatus",
 ]
