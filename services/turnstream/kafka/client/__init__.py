@@ -6,6 +6,9 @@ A table of contents:
   interrupt, gate answers, retract; live subscriptions merging the journal and
   the deltas topic; journal replay; ``submit_and_wait`` / ``submit_turn`` /
   ``follow``);
+- ``journal_consumer``: :class:`JournalConsumer`, the downstream reader of
+  every loop's events (a consumer group, ``read_committed``, at-least-once
+  commits after the handler, rebalance-safe) and :class:`JournalRecord`;
 - ``turns``: :class:`Turn` (a handle following one input to its outcome),
   :class:`TurnOutcome`, :class:`TurnStatus`.
 
@@ -17,6 +20,7 @@ here, so a client imports from one place. Never imports the actor or admin
 subpackages.
 """
 
+from turnstream.kafka.client.journal_consumer import JournalConsumer, JournalRecord
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.client.turns import Turn, TurnOutcome, TurnStatus
 from turnstream.kafka.connection import KafkaConnection
@@ -29,6 +33,8 @@ from turnstream.kafka.security import (
 from turnstream.kafka.topology import TopicNames
 
 __all__ = [
+    "JournalConsumer",
+    "JournalRecord",
     "KafkaConnection",
     "KafkaSecurity",
     "KafkaSession",
