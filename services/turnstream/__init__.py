@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         KafkaSession,
         LoopId,
         LoopScope,
+        TextChunk,
         TokenDelta,
         TopicNames,
         Turn,
@@ -64,31 +65,6 @@ try:
 except PackageNotFoundError:  # a bare source tree on sys.path, never installed
     __version__ = "0+unknown"
 
-_CLIENT_NAMES = frozenset(
-    {
-        "AnyEvent",
-        "CommandId",
-        "CommandNotConfirmedError",
-        "EnduringEvent",
-        "EventFilter",
-        "JournalConsumer",
-        "JournalRecord",
-        "KafkaSecurity",
-        "KafkaSession",
-        "LoopId",
-        "LoopScope",
-        "TokenDelta",
-        "TopicNames",
-        "Turn",
-        "TurnDone",
-        "TurnOutcome",
-        "TurnStatus",
-        "TurnstreamError",
-        "connect",
-        "unmarshal_event",
-    }
-)
-
 __all__ = [
     "AnyEvent",
     "CommandId",
@@ -101,6 +77,7 @@ __all__ = [
     "KafkaSession",
     "LoopId",
     "LoopScope",
+    "TextChunk",
     "TokenDelta",
     "TopicNames",
     "Turn",
@@ -112,6 +89,9 @@ __all__ = [
     "connect",
     "unmarshal_event",
 ]
+
+
+_CLIENT_NAMES = frozenset(__all__) - {"__version__"}
 
 
 def __getattr__(name: str) -> Any:

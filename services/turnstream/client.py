@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnstream.content import AIMessage, TextBlock, UserMessage, text_of
+from turnstream.content import AIMessage, TextBlock, TextChunk, UserMessage, text_of
 from turnstream.errors import (
     CommandNotConfirmedError,
     ConfigError,
@@ -100,6 +100,7 @@ __all__ = [
     "StepDone",
     "SubscriptionLossError",
     "TextBlock",
+    "TextChunk",
     "TokenDelta",
     "TopicNames",
     "TransportError",
