@@ -134,11 +134,17 @@ class JournalConsumer:
         handler: Handler,
         *,
         group_id: str,
+        topic_prefix: str = "",
         security: KafkaSecurity | None = None,
         request_timeout: float = 15.0,
         **options: Any,
     ) -> JournalConsumer:
-        """A consumer for ``bootstrap`` (``options`` as the constructor's)."""
+        """A consumer for ``bootstrap`` (``options`` as the constructor's).
+
+        ``topic_prefix`` names a prefixed topic set (ignored with ``topics=``).
+        """
+        if topic_prefix and "topics" not in options:
+            options["topics"] = TopicNames.with_affixes(prefix=topic_prefix)
         clients = KafkaClients(
             connection=KafkaConnection(
                 bootstrap=bootstrap, request_timeout=request_timeout
