@@ -12,7 +12,10 @@ import asyncio
 from datetime import UTC, datetime
 from uuid import UUID, uuid4
 
+import pytest
+
 from turnstream.content import AIMessage, TextBlock, UserMessage
+from turnstream.errors import SessionError
 from turnstream.events import (
     AnyEvent,
     Cause,
@@ -178,3 +181,11 @@ async def test_follow_reads_an_outcome_committed_before_it() -> None:
     seen: list[AnyEvent] = [event async for event in turn]
     assert [e.type_name for e in seen] == ["TurnStarted", "TurnDone"]
     assert (await turn.outcome()).text == "old"
+
+
+async def test_a_closed_session_ends_the_wait_with_session_error() -> None:
+    session = FakeSession()
+    turn = _turn(session, uuid4())
+    session.subscriptions[0].end()  # what KafkaSession.close does
+    with pytest.raises(SessionError):
+        await turn.outcome()

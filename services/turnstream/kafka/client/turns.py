@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Self
 from uuid import UUID
 
 from turnstream.content import AIMessage, text_of
-from turnstream.errors import SubscriptionLossError
+from turnstream.errors import SessionError, SubscriptionLossError
 from turnstream.events import (
     AnyEvent,
     InputCancelled,
@@ -187,6 +187,7 @@ class Turn:
         Waits without bound (wrap it in ``asyncio.timeout``).
 
         Raises:
+            SessionError: the session closed before the outcome.
             DecodeError: a journal record of the loop is not a valid event.
             TransportError: the journal could not be read.
         """
@@ -217,7 +218,7 @@ class Turn:
             except SubscriptionLossError:
                 self._live = False  # fell behind: the journal from here on
             except StopAsyncIteration:
-                self._live = False  # the session closed
+                raise SessionError("session_closing") from None
             else:
                 self._pending.append(event)
                 self._pending.extend(self._subscription.poll())
