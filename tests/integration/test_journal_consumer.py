@@ -247,3 +247,38 @@ async def test_latest_sees_only_new_events_and_two_members_split(
     ids = [r.event.header.event_id for r in seen["a"] + seen["b"]]
     assert Counter(ids) == Counter(fresh)
     assert {r.partition for r in seen["a"]}.isdisjoint({r.partition for r in seen["b"]})
+
+
+async def test_a_failing_handler_stops_the_consumer_and_its_record_comes_again(
+    kafka_bootstrap: str, lane: tuple[str, TopicNames]
+) -> None:
+    """The record a handler raised on is not committed: the next run starts there."""
+    prefix, topics = lane
+    written = await _write_events(kafka_bootstrap, topics, 20)
+    seen: list[UUID] = []
+    poison = written[7]
+
+    async def fragile(record: JournalRecord) -> None:
+        event_id = record.event.header.event_id
+        assert event_id is not None
+        if event_id == poison:
+            raise RuntimeError("downstream store unavailable")
+        seen.append(event_id)
+
+    consumer = JournalConsumer(
+        fragile,
+        clients=clients_for(kafka_bootstrap),
+        group_id=f"{prefix}g",
+        topics=topics,
+    )
+    with pytest.raises(RuntimeError, match="unavailable"):
+        async with asyncio.timeout(60):
+            await consumer.run()
+    assert poison not in seen
+
+    needed = len(set(written) - set(seen))  # at least these come again
+    again = await _collect(
+        kafka_bootstrap, topics, f"{prefix}g", "earliest", until=needed
+    )
+    assert poison in {r.event.header.event_id for r in again}
+    assert set(seen) | {r.event.header.event_id for r in again} == set(written)
