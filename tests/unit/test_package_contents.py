@@ -24,6 +24,7 @@ PACKAGES = (
     "turnstream.kafka.admin",
     "turnstream.loop_actor",
     "turnstream.devbroker",
+    "turnstream.client",
 )
 
 

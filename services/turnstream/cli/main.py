@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from turnstream import __version__
 from turnstream.cli import actor, analytics, broker, chat, demo, smoke, tail, topics
 from turnstream.cli._common import set_verbose
 
@@ -28,10 +29,25 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"turnstream {__version__}")
+        raise typer.Exit
+
+
 @app.callback()
 def _root(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show client library logs.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the installed version and exit.",
+        ),
     ] = False,
 ) -> None:
     set_verbose(verbose)

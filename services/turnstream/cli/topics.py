@@ -19,10 +19,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from turnstream import resources
 from turnstream.cli._common import console, project_dir
 from turnstream.cli.failures import exit_on_errors, fail, mismatch_hint
 from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.settings import ExitCode, KafkaTarget
+from turnstream.errors import ConfigError
 from turnstream.kafka import (
     ApplyReport,
     TopicOutcome,
@@ -134,7 +136,8 @@ def apply_declared_topics(
 
     Args:
         target: where Kafka is, how to reach it, and the topic-name affixes.
-        file: the topic set (default: the checkout's ``infra/topics.yaml``).
+        file: the topic set (default: the checkout's ``infra/topics.yaml``, or
+            the copy packaged in the installed wheel outside a checkout).
         partitions: overrides every topic's partition count.
         replication_factor: overrides every topic's replication factor.
         alter: change safe differences of existing topics in place.
@@ -145,7 +148,7 @@ def apply_declared_topics(
         BrokerUnreachableError: Kafka does not answer.
         typer.Exit: with code 1 after printing the mismatches.
     """
-    path = file or project_dir() / "infra" / "topics.yaml"
+    path = file or _default_topic_set()
     topics = resolve_topics(
         load_topic_set(path),
         partitions=partitions,
@@ -220,3 +223,10 @@ def apply(
             replication_factor=replication_factor,
             alter=alter,
         )
+
+
+def _default_topic_set() -> Path:
+    try:
+        return project_dir() / "infra" / "topics.yaml"
+    except ConfigError:  # not in a checkout: the installed wheel's copy
+        return resources.topic_set_file()

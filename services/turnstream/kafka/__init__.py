@@ -3,7 +3,10 @@
 A table of contents, by role -- open the folder of the job at hand:
 
 - ``client/``: what an application needs to talk to loops -- ``KafkaSession``
-  (submit, interrupt, answer gates, subscribe, replay);
+  (submit, interrupt, answer gates, subscribe, replay, ``submit_and_wait``),
+  ``Turn``/``TurnOutcome`` (one input followed to its end) and
+  ``JournalConsumer`` (every loop's journal for downstream services); the
+  public surface over it is ``turnstream.client``;
 - ``actor/``: the loop-actor service -- ``LoopActorService`` (group member),
   ``PartitionRunner`` (one owned partition), ``PartitionWriter`` (its
   transactions), ``CommandOffsets``, ``PartitionJournal``, ``DeltaPublisher``,

@@ -32,6 +32,7 @@ from typing import Final
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 from fastavro.types import Schema
 
+from turnstream import resources
 from turnstream.errors import ConfigError
 
 __all__ = [
@@ -98,12 +99,13 @@ class TopicSchema:
 
 
 def default_schema_dir() -> Path:
-    """The ``schemas/`` directory of the source checkout.
+    """The schema directory used when none is passed.
 
-    Valid for the editable install used in development and CI. Deployables
-    pass their configured directory to :meth:`SchemaSet.load` instead.
+    ``$TURNSTREAM_SCHEMA_DIR`` when set, else the schemas packaged in the
+    installed wheel, else the source checkout's ``schemas/`` (editable
+    installs); see :func:`turnstream.resources.schema_dir`.
     """
-    return Path(__file__).resolve().parents[3] / "schemas"
+    return resources.schema_dir()
 
 
 def fingerprint_of(parsed: Schema) -> bytes:

@@ -4,7 +4,13 @@ A table of contents:
 
 - ``session``: :class:`KafkaSession`, the Session API over Kafka (submit,
   interrupt, gate answers, retract; live subscriptions merging the journal and
-  the deltas topic; journal replay).
+  the deltas topic; journal replay; ``submit_and_wait`` / ``submit_turn`` /
+  ``follow``);
+- ``journal_consumer``: :class:`JournalConsumer`, the downstream reader of
+  every loop's events (a consumer group, ``read_committed``, at-least-once
+  commits after the handler, rebalance-safe) and :class:`JournalRecord`;
+- ``turns``: :class:`Turn` (a handle following one input to its outcome),
+  :class:`TurnOutcome`, :class:`TurnStatus`.
 
 With it, from the shared modules of :mod:`turnstream.kafka`: where the brokers
 are (:class:`~turnstream.kafka.connection.KafkaConnection`), how to reach them
@@ -14,7 +20,9 @@ here, so a client imports from one place. Never imports the actor or admin
 subpackages.
 """
 
+from turnstream.kafka.client.journal_consumer import JournalConsumer, JournalRecord
 from turnstream.kafka.client.session import KafkaSession
+from turnstream.kafka.client.turns import Turn, TurnOutcome, TurnStatus
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.security import (
     KafkaSecurity,
@@ -25,6 +33,8 @@ from turnstream.kafka.security import (
 from turnstream.kafka.topology import TopicNames
 
 __all__ = [
+    "JournalConsumer",
+    "JournalRecord",
     "KafkaConnection",
     "KafkaSecurity",
     "KafkaSession",
@@ -32,4 +42,7 @@ __all__ = [
     "Secret",
     "SecurityProtocol",
     "TopicNames",
+    "Turn",
+    "TurnOutcome",
+    "TurnStatus",
 ]

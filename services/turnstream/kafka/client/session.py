@@ -17,7 +17,10 @@ Owns :class:`KafkaSession`. It implements the runtime's
   just before that the reader had not fetched yet. Across the two topics there
   is no order between deltas and journal events;
 * history is a separate read: :meth:`KafkaSession.replay` scans the loop's
-  events partition up to the last stable offset, filtered by key.
+  events partition up to the last stable offset, filtered by key;
+* submit and wait: :meth:`KafkaSession.submit_and_wait` and
+  :meth:`KafkaSession.submit_turn` follow one input to its outcome (see
+  :mod:`turnstream.kafka.client.turns`).
 
 The reader tasks belong to the session object: :meth:`KafkaSession.close`
 cancels and awaits them, then stops the clients. Every network call is bounded
@@ -56,6 +59,7 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import CommandId, GateId, LoopId, SessionId
+from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.faults import transport_error
@@ -440,6 +444,101 @@ class KafkaSession:
         command_id = await self.send(command)
         self._remember(self._submitted, command_id, loop_id)
         return command_id
+
+    async def submit_turn(
+        self,
+        content: Content,
+        *,
+        loop_id: LoopId | None = None,
+        no_fold: bool = False,
+        agency: Agency = Agency.USER,
+        command_id: CommandId | None = None,
+        tokens: bool = False,
+        resync: float = DEFAULT_RESYNC,
+    ) -> Turn:
+        """Send input and return a :class:`Turn` handle following it.
+
+        The handle subscribes before the input is sent. Iterate it for the
+        answer and the turn's events (its ``TokenDelta`` chunks too, and the
+        live-only tool-call and ``InputQueued`` events, with ``tokens=True``),
+        then ``await turn.outcome()``. Arguments as :meth:`submit_to_loop`;
+        ``resync``: seconds without a live event before the journal is read.
+
+        Raises:
+            CommandNotConfirmedError: not acknowledged in time (nothing is
+                followed; retry with its ``command_id``).
+        """
+        target = loop_id or self._active
+        turn = Turn(self, target, tokens=tokens, resync=resync)
+        try:
+            sent = await self.submit_to_loop(
+                target,
+                content,
+                no_fold=no_fold,
+                agency=agency,
+                command_id=command_id,
+            )
+        except BaseException:
+            turn.close()
+            raise
+        # A caller's own command id may be a retry whose answer is already in
+        # the journal: read it first then.
+        turn.bind(sent, from_journal=command_id is not None)
+        return turn
+
+    async def submit_and_wait(
+        self,
+        content: Content,
+        *,
+        loop_id: LoopId | None = None,
+        no_fold: bool = False,
+        agency: Agency = Agency.USER,
+        command_id: CommandId | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - one bound for send and wait
+    ) -> TurnOutcome:
+        """Send input and wait for the end of the turn that answers it.
+
+        Correct when the input starts a turn, waits behind one (queued), joins
+        a running one (folded: the outcome is that turn's terminal), is
+        rejected or cancelled (no terminal), and across an actor takeover (the
+        restored loop ends an open turn with ``TurnInterrupted``).
+
+        Args:
+            content: the input.
+            loop_id: the loop (the active loop by default).
+            no_fold: never fold it into a running turn.
+            agency: who asks.
+            command_id: as :meth:`submit_to_loop` (a retry's id).
+            timeout: seconds to wait in all (default: without bound).
+
+        Raises:
+            TimeoutError: no outcome within ``timeout``.
+            CommandNotConfirmedError: the input was not acknowledged in time.
+        """
+        async with asyncio.timeout(timeout):
+            turn = await self.submit_turn(
+                content,
+                loop_id=loop_id,
+                no_fold=no_fold,
+                agency=agency,
+                command_id=command_id,
+            )
+            async with turn:
+                return await turn.outcome()
+
+    def follow(
+        self,
+        command_id: CommandId,
+        *,
+        loop_id: LoopId | None = None,
+        tokens: bool = False,
+        resync: float = DEFAULT_RESYNC,
+    ) -> Turn:
+        """A :class:`Turn` handle on an input sent earlier (the journal is read)."""
+        target = loop_id or self._submitted.get(command_id) or self._active
+        turn = Turn(self, target, tokens=tokens, resync=resync)
+        turn.bind(command_id, from_journal=True)
+        return turn
 
     async def interrupt(self, loop_id: LoopId | None = None) -> bool:
         """Ask the loop to cancel its running turn; ``True`` once the broker has it.

@@ -1,0 +1,147 @@
+"""The Python client of turnstream: everything an application that talks to loops needs.
+
+``from turnstream.client import ...`` (or the same names from ``turnstream``)
+gives one import surface; the README's "Use it from Python" walks through it.
+A composition facade: it re-exports, defines only :func:`connect`, and sits
+above the adapters it gathers (never imported by them).
+
+Table of contents:
+
+- **connect and send** -- :func:`connect` returns a :class:`KafkaSession`:
+  ``submit`` (returns the command id once the broker has it), ``interrupt``,
+  ``respond_gate``, ``retract``, ``stop_loop``; :class:`KafkaSecurity` for
+  TLS/SASL, :class:`TopicNames` for a prefixed topic set;
+- **submit and wait** -- ``session.submit_and_wait(...)`` returns a
+  :class:`TurnOutcome` (:class:`TurnStatus`: done, failed, interrupted,
+  rejected, cancelled); ``session.submit_turn(..., tokens=True)`` returns a
+  :class:`Turn` to iterate (``TokenDelta`` chunks included) before its outcome;
+  ``session.follow(command_id)`` does the same for an input sent earlier;
+- **watch and replay** -- ``session.subscribe_events(EventFilter(...))`` (live,
+  :class:`LoopScope` per delivery class) and ``session.replay(loop_id)``;
+- **consume downstream** -- :class:`JournalConsumer` hands every loop's
+  journal events to a handler as :class:`JournalRecord` (event, partition,
+  offset), in a consumer group, at least once;
+- **the events** -- the typed, frozen event models (``TurnStarted`` …
+  ``TurnDone``; ``TokenDelta`` live only). Accessors: ``event.type_name`` is a
+  property (the wire type name, also the ``type`` field); ``reply_to()`` (the
+  command an answer replies to), ``ends_turn()`` and ``is_enduring()`` are
+  methods; ``event.header`` carries ``event_id``, ``loop_id``, ``turn_id``;
+- **the wire** -- :func:`default_codec`, :func:`marshal_event`,
+  :func:`unmarshal_event` for records read or written by other tools;
+- **errors** -- :class:`TurnstreamError` and the ones a client meets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnstream.content import AIMessage, TextBlock, TextChunk, UserMessage, text_of
+from turnstream.errors import (
+    CommandNotConfirmedError,
+    ConfigError,
+    DecodeError,
+    SessionError,
+    SubscriptionLossError,
+    TransportError,
+    TurnstreamError,
+)
+from turnstream.events import (
+    AnyEvent,
+    EnduringEvent,
+    InputCancelled,
+    InputQueued,
+    LoopIdle,
+    LoopStarted,
+    StepDone,
+    TokenDelta,
+    TurnDone,
+    TurnFailed,
+    TurnFoldedInto,
+    TurnInterrupted,
+    TurnRejected,
+    TurnStarted,
+)
+from turnstream.ids import CommandId, LoopId, SessionId
+from turnstream.kafka.client import (
+    JournalConsumer,
+    JournalRecord,
+    KafkaSecurity,
+    KafkaSession,
+    TopicNames,
+    Turn,
+    TurnOutcome,
+    TurnStatus,
+)
+from turnstream.runtime.subscription import EventFilter, LoopScope
+from turnstream.wire import Codec, default_codec, marshal_event, unmarshal_event
+
+__all__ = [
+    "AIMessage",
+    "AnyEvent",
+    "Codec",
+    "CommandId",
+    "CommandNotConfirmedError",
+    "ConfigError",
+    "DecodeError",
+    "EnduringEvent",
+    "EventFilter",
+    "InputCancelled",
+    "InputQueued",
+    "JournalConsumer",
+    "JournalRecord",
+    "KafkaSecurity",
+    "KafkaSession",
+    "LoopId",
+    "LoopIdle",
+    "LoopScope",
+    "LoopStarted",
+    "SessionError",
+    "SessionId",
+    "StepDone",
+    "SubscriptionLossError",
+    "TextBlock",
+    "TextChunk",
+    "TokenDelta",
+    "TopicNames",
+    "TransportError",
+    "Turn",
+    "TurnDone",
+    "TurnFailed",
+    "TurnFoldedInto",
+    "TurnInterrupted",
+    "TurnOutcome",
+    "TurnRejected",
+    "TurnStarted",
+    "TurnStatus",
+    "TurnstreamError",
+    "UserMessage",
+    "connect",
+    "default_codec",
+    "marshal_event",
+    "text_of",
+    "unmarshal_event",
+]
+
+
+async def connect(
+    bootstrap: str,
+    *,
+    topic_prefix: str = "",
+    **options: Any,
+) -> KafkaSession:
+    """Connect a :class:`KafkaSession` to the brokers at ``bootstrap``.
+
+    Args:
+        bootstrap: ``host:port[,host:port…]``.
+        topic_prefix: the prefix of the topic set (``TopicNames.with_affixes``);
+            ignored when ``topics=`` is passed.
+        options: as :meth:`KafkaSession.connect` (``security``, ``topics``,
+            ``loop_id``, ``session_id``, ``request_timeout``, ``capacity`` …).
+
+    Raises:
+        ConfigError: bad settings, or the topics do not exist.
+        TransportError: Kafka could not be reached in time.
+    """
+    if "topics" not in options and topic_prefix:
+        options["topics"] = TopicNames.with_affixes(prefix=topic_prefix)
+    return await KafkaSession.connect(bootstrap, **options)

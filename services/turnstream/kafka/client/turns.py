@@ -1,0 +1,290 @@
+"""Submit and wait: follow one input to the end of the turn that answered it.
+
+Owns :class:`Turn` (a handle on one submitted input: an async iterator of the
+events of its answer and its turn, then its :class:`TurnOutcome`),
+:class:`TurnOutcome` and :class:`TurnStatus`. A client of
+:class:`~turnstream.kafka.client.session.KafkaSession`; imports the value types
+and the runtime's subscription types, never the actor or admin side.
+
+How an input is followed (the loop's Reply rule: the events answering a
+command carry its id as ``reply_to()``):
+
+1. the *answer*: ``TurnStarted`` (the input began its own turn),
+   ``TurnFoldedInto`` (it joined the running turn: ``header.turn_id`` names
+   it), ``TurnRejected`` or ``InputCancelled`` (no turn: the outcome is final).
+   A live-only ``InputQueued`` may come first (it waited behind a turn);
+2. the *turn*: every event whose ``header.turn_id`` is the answer's turn,
+   until its terminal (``TurnDone``, ``TurnFailed``, ``TurnInterrupted``).
+   After an actor takeover the restored loop closes a turn that was open with
+   ``TurnInterrupted``, so a wait never hangs on a dead actor's turn.
+
+The live subscription is made before the input is sent, so nothing of the
+answer can pass unseen; the journal (:meth:`KafkaSession.replay_entries`) is
+read as well when following an input sent earlier (:meth:`KafkaSession.follow`),
+when the subscription falls behind, and after ``resync`` seconds without an
+event, so a wait survives a missed live record. Journal events are
+deduplicated by ``header.event_id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Self
+from uuid import UUID
+
+from turnstream.content import AIMessage, text_of
+from turnstream.errors import SessionError, SubscriptionLossError
+from turnstream.events import (
+    AnyEvent,
+    InputCancelled,
+    TurnDone,
+    TurnFailed,
+    TurnFoldedInto,
+    TurnInterrupted,
+    TurnRejected,
+    TurnStarted,
+)
+from turnstream.ids import CommandId, LoopId
+from turnstream.runtime.subscription import EventFilter, LoopScope, Subscription
+
+if TYPE_CHECKING:
+    from turnstream.kafka.client.session import KafkaSession
+
+__all__ = ["DEFAULT_RESYNC", "Answer", "Terminal", "Turn", "TurnOutcome", "TurnStatus"]
+
+DEFAULT_RESYNC = 2.0
+"""Seconds without a live event after which the journal is read again."""
+
+Answer = TurnStarted | TurnFoldedInto | TurnRejected | InputCancelled
+"""The event that answers an input."""
+
+Terminal = TurnDone | TurnFailed | TurnInterrupted
+"""The event that ends a turn."""
+
+
+class TurnStatus(StrEnum):
+    """How a followed input ended."""
+
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """The end of one input: its answer, its turn's terminal, what was seen.
+
+    Attributes:
+        status: how it ended.
+        command_id: the input's command id.
+        loop_id: its loop.
+        answer: the event that answered it.
+        terminal: its turn's terminal (``None`` when rejected or cancelled).
+        events: every event yielded while following it, in order.
+    """
+
+    status: TurnStatus
+    command_id: CommandId
+    loop_id: LoopId
+    answer: Answer
+    terminal: Terminal | None
+    events: tuple[AnyEvent, ...]
+
+    @property
+    def folded(self) -> bool:
+        """Whether the input joined a turn that was already running."""
+        return isinstance(self.answer, TurnFoldedInto)
+
+    @property
+    def turn_id(self) -> UUID | None:
+        """The turn that answered it (``None`` when rejected or retracted)."""
+        if isinstance(self.answer, TurnRejected):
+            return None
+        return self.answer.header.turn_id
+
+    @property
+    def turn_index(self) -> int | None:
+        """That turn's index in its loop (``None`` without a turn)."""
+        if isinstance(self.answer, TurnStarted | TurnFoldedInto):
+            return self.answer.turn_index
+        return None
+
+    @property
+    def message(self) -> AIMessage | None:
+        """The final answer (``TurnDone`` only)."""
+        return self.terminal.message if isinstance(self.terminal, TurnDone) else None
+
+    @property
+    def text(self) -> str:
+        """The final answer's text (empty unless ``TurnDone``)."""
+        message = self.message
+        return "" if message is None else text_of(message.blocks)
+
+
+class Turn:
+    """A handle on one submitted input (see module docstring).
+
+    Iterate it (``async for event in turn``) to see the answer, the turn's
+    journal events and, if asked, its ``TokenDelta`` chunks; then
+    :meth:`outcome` (or just ``await turn.outcome()``, which reads to the end).
+    Close it (``async with`` or :meth:`close`) if you stop early.
+    """
+
+    def __init__(
+        self,
+        session: KafkaSession,
+        loop_id: LoopId,
+        *,
+        tokens: bool,
+        resync: float = DEFAULT_RESYNC,
+    ) -> None:
+        scope = LoopScope.only(loop_id)
+        self._session = session
+        self.loop_id = loop_id
+        self.command_id: CommandId | None = None
+        self._subscription: Subscription = session.subscribe_events(
+            EventFilter(enduring=scope, ephemeral=scope if tokens else LoopScope())
+        )
+        self._resync = resync
+        self._position = 0
+        self._pending: list[AnyEvent] = []
+        self._seen_ids: set[UUID] = set()
+        self._answer: Answer | None = None
+        self._terminal: Terminal | None = None
+        self._events: list[AnyEvent] = []
+        self._outcome: TurnOutcome | None = None
+        self._live = True
+
+    def bind(self, command_id: CommandId, *, from_journal: bool) -> None:
+        """Follow ``command_id`` (sent after this handle subscribed, or earlier)."""
+        self.command_id = command_id
+        if from_journal:
+            self._live = False  # read the journal first: the answer may be there
+
+    # -------------------------------------------------------------- reading
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> AnyEvent:
+        while self._outcome is None:
+            if not self._pending:
+                await self._fill()
+            while self._pending:
+                event = self._pending.pop(0)
+                if self._take(event):
+                    return event
+        self.close()
+        raise StopAsyncIteration
+
+    async def outcome(self) -> TurnOutcome:
+        """Read to the terminal (or the final answer) and return the outcome.
+
+        Waits without bound (wrap it in ``asyncio.timeout``).
+
+        Raises:
+            SessionError: the session closed before the outcome.
+            DecodeError: a journal record of the loop is not a valid event.
+            TransportError: the journal could not be read.
+        """
+        async for _ in self:
+            pass
+        if self._outcome is None:  # unreachable: iteration ends only with one
+            raise RuntimeError("turn ended without an outcome")
+        return self._outcome
+
+    def close(self) -> None:
+        """Stop following (idempotent); the turn itself is not affected."""
+        self._subscription.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ internals
+
+    async def _fill(self) -> None:
+        if self._live:
+            try:
+                event = await self._subscription.next(self._resync)
+            except TimeoutError:
+                pass  # quiet: make sure nothing was missed
+            except SubscriptionLossError:
+                self._live = False  # fell behind: the journal from here on
+            except StopAsyncIteration:
+                raise SessionError("session_closing") from None
+            else:
+                self._pending.append(event)
+                self._pending.extend(self._subscription.poll())
+                return
+        await self._read_journal()
+
+    async def _read_journal(self) -> None:
+        entries = await self._session.replay_entries(self.loop_id, from_=self._position)
+        if entries:
+            self._position = entries[-1].offset + 1
+            self._pending.extend(e.event for e in entries)
+        elif not self._live and self._subscription.active:
+            # Caught up with the journal: go back to live (deduplicated).
+            self._live = True
+        elif not self._live:
+            await asyncio.sleep(min(self._resync, 0.5))  # no live feed: poll
+
+    def _take(self, event: AnyEvent) -> bool:
+        """Record ``event`` if it belongs to the followed input; True to yield it."""
+        if event.is_enduring() and event.header.event_id is not None:
+            if event.header.event_id in self._seen_ids:
+                return False
+            self._seen_ids.add(event.header.event_id)
+        if self._answer is None:
+            return self._take_answer(event)
+        turn_id = self._answer.header.turn_id
+        if turn_id is None or event.header.turn_id != turn_id:
+            return False
+        self._events.append(event)
+        if isinstance(event, TurnDone | TurnFailed | TurnInterrupted):
+            self._terminal = event
+            self._finish(_terminal_status(event))
+        return True
+
+    def _take_answer(self, event: AnyEvent) -> bool:
+        if self.command_id is None or event.reply_to() != self.command_id:
+            return False
+        self._events.append(event)
+        if isinstance(event, TurnRejected):
+            self._answer = event
+            self._finish(TurnStatus.REJECTED)
+        elif isinstance(event, InputCancelled):
+            self._answer = event
+            self._finish(TurnStatus.CANCELLED)
+        elif isinstance(event, TurnStarted | TurnFoldedInto):
+            self._answer = event
+        return True  # InputQueued (live-only) is yielded, not an answer
+
+    def _finish(self, status: TurnStatus) -> None:
+        if self._answer is None or self.command_id is None:
+            raise RuntimeError("finished without an answer")
+        self._outcome = TurnOutcome(
+            status=status,
+            command_id=self.command_id,
+            loop_id=self.loop_id,
+            answer=self._answer,
+            terminal=self._terminal,
+            events=tuple(self._events),
+        )
+        self._pending.clear()
+        self.close()
+
+
+def _terminal_status(event: Terminal) -> TurnStatus:
+    if isinstance(event, TurnDone):
+        return TurnStatus.DONE
+    if isinstance(event, TurnFailed):
+        return TurnStatus.FAILED
+    return TurnStatus.INTERRUPTED

@@ -1,0 +1,72 @@
+"""Packaging: the wheel carries the wire contract, and the CLI reports the version.
+
+The schema directory and the topic set are package data mapped from their one
+source in the tree, so the wheel's copy is byte-identical to the checkout's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import turnstream
+from turnstream import resources
+from turnstream.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``python -m build``: the sdist, then the wheel built from the sdist."""
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(  # noqa: S603 - our own interpreter and checkout
+        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=110,
+    )
+    (built,) = out.glob("turnstream-*.whl")
+    return built
+
+
+@pytest.mark.slow
+def test_wheel_carries_every_schema_file_and_the_topic_set(wheel: Path) -> None:
+    """Every ``schemas/`` file and ``infra/topics.yaml`` is in the wheel, same bytes."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        expected = {
+            f"turnstream/_data/schemas/{p.relative_to(ROOT / 'schemas').as_posix()}": p
+            for p in (ROOT / "schemas").rglob("*")
+            if p.is_file()
+        }
+        expected["turnstream/_data/topics.yaml"] = ROOT / "infra" / "topics.yaml"
+        missing = sorted(set(expected) - names)
+        assert not missing, missing[:5]
+        for name, source in expected.items():
+            assert archive.read(name) == source.read_bytes(), name
+        assert "turnstream/py.typed" in names
+
+
+def test_checkout_resources_are_the_tree_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Editable install: the checkout's files; the setting overrides the schemas."""
+    monkeypatch.delenv(resources.SCHEMA_DIR_ENV, raising=False)
+    assert resources.schema_dir() == ROOT / "schemas"
+    assert resources.topic_set_file() == ROOT / "infra" / "topics.yaml"
+    monkeypatch.setenv(resources.SCHEMA_DIR_ENV, "/elsewhere")
+    assert resources.schema_dir() == Path("/elsewhere")
+
+
+def test_cli_version_prints_the_installed_version() -> None:
+    """``turnstream --version`` prints the distribution's version."""
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"turnstream {turnstream.__version__}"
+    assert turnstream.__version__ != "0+unknown"
