@@ -18,8 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -334,9 +337,21 @@ def demo(
         elif broker is not None:
             _info(
                 f"broker left running at {target.bootstrap}; "
-                "stop it with `turnstream broker down`"
+                f"stop it with `{_turnstream_command()} broker down`"
             )
     code = _verdict(check, script, started)
     if code is not ExitCode.OK:
         raise fail("the expected lifecycle did not happen", code)
     raise typer.Exit(int(code))
+
+
+def _turnstream_command() -> str:
+    """How to run ``turnstream`` from here: the venv's script when not on PATH."""
+    script = Path(sys.executable).parent / "turnstream"
+    on_path = shutil.which("turnstream")
+    if on_path is not None and Path(on_path).resolve() == script.resolve():
+        return "turnstream"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)

@@ -126,4 +126,5 @@ def exit_on_errors(bootstrap: str | None = None) -> Iterator[None]:
         message, code = explain(exc, bootstrap)
         raise fail(message, code) from None
     except KeyboardInterrupt:
-        raise fail("interrupted", ExitCode.INTERRUPTED) from None
+        # Ctrl-C is how a person stops a following command: no error line.
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None

@@ -234,8 +234,9 @@ def _word_count_step(text: str, results: list[_Result], call_prefix: str) -> _Re
     result = results[0]
     if result.is_error:
         return _Reply(f"The word_count tool failed ({result.text or 'no output'}).")
+    noun = "word" if result.text.strip() == "1" else "words"
     return _Reply(
-        f"word_count returned {result.text}, so your message has {result.text} words."
+        f"word_count returned {result.text}, so your message has {result.text} {noun}."
     )
 
 

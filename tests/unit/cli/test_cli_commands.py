@@ -311,3 +311,14 @@ def test_help_names_the_environment_variables(
     assert result.exit_code == 0
     assert "TURNSTREAM_MODEL" in result.output
     assert "--bootstrap" in result.output
+
+
+def test_ctrl_c_exits_130_without_an_error_line() -> None:
+    """Ctrl-C stops a following command (tail, chat): exit 130, no 'error:' line."""
+    import typer as _typer
+
+    from turnstream.cli.failures import exit_on_errors
+
+    with pytest.raises(_typer.Exit) as done, exit_on_errors():
+        raise KeyboardInterrupt
+    assert done.value.exit_code == 130

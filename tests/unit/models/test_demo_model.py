@@ -275,3 +275,15 @@ def test_demo_name_and_repr() -> None:
 
     assert model.name == "demo"
     assert repr(model) == "DemoModel(chunk_delay=0.05)"
+
+
+async def test_demo_says_one_word_not_one_words() -> None:
+    """A one-word message is counted in the singular."""
+    model = DemoModel()
+    history: list[Message] = [ask("hello")]
+    reply = fold(await collect(model.stream(request(*history))))
+    history += [reply, *run_tools(reply)]
+    final = await collect(model.stream(request(*history)))
+    assert "".join(e.text for e in final if isinstance(e, TextChunk)) == (
+        "word_count returned 1, so your message has 1 word."
+    )
