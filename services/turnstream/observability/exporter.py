@@ -104,6 +104,31 @@ class MetricsSource(Protocol):
         ...
 
     @property
+    def turn_duration(self) -> HistogramSource:
+        """Seconds from a turn's start to its terminal."""
+        ...
+
+    @property
+    def failures(self) -> Mapping[str, int]:
+        """Failed turns by failure kind."""
+        ...
+
+    @property
+    def rejections(self) -> Mapping[str, int]:
+        """Refused inputs by reason."""
+        ...
+
+    @property
+    def tokens(self) -> Mapping[str, int]:
+        """Tokens of finished turns, by input / output."""
+        ...
+
+    @property
+    def tool_calls(self) -> Mapping[str, int]:
+        """Tool results committed, by ok / error."""
+        ...
+
+    @property
     def commit_latency(self) -> HistogramSource:
         """Seconds from an append request to its commit."""
         ...
@@ -209,6 +234,29 @@ class ServiceCollector(Collector):
             "kind",
             s.terminals,
         )
+        yield self._histogram(
+            "turn_duration_seconds",
+            "Seconds from TurnStarted to the turn's terminal (event time).",
+            s.turn_duration,
+        )
+        yield _by_label(
+            "turn_failures", "Failed turns, by failure kind.", "kind", s.failures
+        )
+        yield _by_label(
+            "inputs_rejected",
+            "Inputs refused (TurnRejected), by reason.",
+            "reason",
+            s.rejections,
+        )
+        yield _by_label(
+            "tokens", "Tokens of finished turns, by kind.", "kind", s.tokens
+        )
+        yield _by_label(
+            "tool_calls",
+            "Tool results committed, by outcome.",
+            "outcome",
+            s.tool_calls,
+        )
         yield _counter("commits", "Journal transactions committed.", s.commits)
         yield _counter(
             "commit_retries", "Transactions aborted and retried.", s.commit_retries
@@ -216,7 +264,13 @@ class ServiceCollector(Collector):
         yield _counter(
             "commit_failures", "Commits that finally failed.", s.commit_failures
         )
-        yield self._latency(s.commit_latency)
+        yield self._histogram(
+            "commit_latency_seconds",
+            "Seconds from a journal append request to its commit (each append of a "
+            "group-committed transaction is one observation, so the count is the "
+            "appends, not commits_total).",
+            s.commit_latency,
+        )
         yield _by_label("commands", "Commands read, by type.", "type", s.commands)
         yield _counter(
             "duplicate_commands", "Redelivered commands skipped.", s.duplicates
@@ -245,10 +299,12 @@ class ServiceCollector(Collector):
         yield self._lag(s.consumer_lag)
 
     @staticmethod
-    def _latency(histogram: HistogramSource) -> HistogramMetricFamily:
+    def _histogram(
+        name: str, documentation: str, histogram: HistogramSource
+    ) -> HistogramMetricFamily:
         return HistogramMetricFamily(
-            f"{PREFIX}_commit_latency_seconds",
-            "Seconds from a journal append request to its commit.",
+            f"{PREFIX}_{name}",
+            documentation,
             buckets=[(_bound(b), n) for b, n in histogram.cumulative()],
             sum_value=histogram.total,
         )
@@ -256,8 +312,8 @@ class ServiceCollector(Collector):
     @staticmethod
     def _lag(lag: Mapping[int, int]) -> GaugeMetricFamily:
         family = GaugeMetricFamily(
-            f"{PREFIX}_consumer_lag",
-            "Commands not yet read, per commands partition.",
+            f"{PREFIX}_consumer_lag_records",
+            "Commands not yet read (records), per commands partition.",
             labels=["partition"],
         )
         for partition, value in sorted(lag.items()):

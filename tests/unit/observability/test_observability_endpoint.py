@@ -60,7 +60,7 @@ async def test_metrics_endpoint_serves_prometheus_text(metrics: ServiceMetrics) 
     assert found[("turnstream_commit_latency_seconds_count", ())] == 2
     assert found[("turnstream_commit_latency_seconds_bucket", (("le", "0.005"),))] == 1
     assert found[("turnstream_commit_latency_seconds_bucket", (("le", "+Inf"),))] == 2
-    assert found[("turnstream_consumer_lag", (("partition", "0"),))] == 5
+    assert found[("turnstream_consumer_lag_records", (("partition", "0"),))] == 5
     assert found[("turnstream_delta_drops_total", ())] == 4
     assert found[("turnstream_commands_total", (("type", "SubmitInput"),))] == 3
     assert ("process_cpu_seconds_total", ()) in found
@@ -128,3 +128,44 @@ async def test_health_server_answers_garbage_with_400(metrics: ServiceMetrics) -
             await writer.wait_closed()
 
     assert raw.startswith(b"HTTP/1.1 400")
+
+
+async def test_metrics_explain_turns_from_committed_events() -> None:
+    """Durations, tokens, tool calls, failures by kind and rejections by reason come
+    from the committed events themselves (what the journal says happened).
+    """
+    from datetime import timedelta
+
+    from tests.unit.wire.golden import BUILDERS
+
+    m = ServiceMetrics()
+    started = BUILDERS["TurnStarted"]()
+    done = BUILDERS["TurnDone"]()
+    at = started.header.created_at
+    assert at is not None
+    done = done.model_copy(  # type: ignore[union-attr]
+        update={
+            "header": done.header.model_copy(
+                update={"created_at": at + timedelta(seconds=3)}
+            )
+        }  # type: ignore[union-attr]
+    )
+    m.committed([started, BUILDERS["StepDone"](), done])  # type: ignore[list-item]
+    m.committed([BUILDERS["TurnFailed"](), BUILDERS["TurnRejected"]()])  # type: ignore[list-item]
+    async with HealthServer(service_registry(m), lambda: True) as server:
+        _, body = await http_get(server.port, "/metrics")
+    found = samples(body)
+    assert found[("turnstream_turn_duration_seconds_count", ())] == 1
+    assert found[("turnstream_turn_duration_seconds_sum", ())] == 3.0
+    assert found[("turnstream_turn_duration_seconds_bucket", (("le", "2.5"),))] == 0
+    assert found[("turnstream_turn_duration_seconds_bucket", (("le", "5.0"),))] == 1
+    usage = done.usage  # type: ignore[union-attr]
+    assert (
+        found[("turnstream_tokens_total", (("kind", "input"),))] == usage.input_tokens
+    )
+    assert (
+        found[("turnstream_tokens_total", (("kind", "output"),))] == usage.output_tokens
+    )
+    assert found[("turnstream_tool_calls_total", (("outcome", "ok"),))] == 1
+    assert found[("turnstream_turn_failures_total", (("kind", "tool_limit"),))] == 1
+    assert found[("turnstream_inputs_rejected_total", (("reason", "queue_full"),))] == 1

@@ -14,16 +14,23 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from turnstream.content import ToolResultMessage
 from turnstream.events import (
     EnduringEvent,
     StepDone,
     TurnDone,
     TurnFailed,
     TurnInterrupted,
+    TurnRejected,
     TurnStarted,
 )
 
-__all__ = ["DEFAULT_LATENCY_BUCKETS", "LatencyHistogram", "ServiceMetrics"]
+__all__ = [
+    "DEFAULT_LATENCY_BUCKETS",
+    "TURN_DURATION_BUCKETS",
+    "LatencyHistogram",
+    "ServiceMetrics",
+]
 
 DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
     0.005,
@@ -39,6 +46,25 @@ DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
     10.0,
 )
 """Upper bounds in seconds (Prometheus' default buckets)."""
+
+TURN_DURATION_BUCKETS: tuple[float, ...] = (
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+)
+"""Upper bounds in seconds for a whole turn (model calls and tools included)."""
+
+_OPEN_TURNS_KEPT = 100_000  # start times of turns still open, before starting over
 
 
 @dataclass
@@ -102,6 +128,14 @@ class ServiceMetrics:
         turns_started: ``TurnStarted`` events committed.
         steps_committed: ``StepDone`` events committed.
         terminals: committed terminals by type name.
+        turn_duration: seconds from a turn's ``TurnStarted`` to its terminal
+            (event timestamps; turns started by this process).
+        failures: ``TurnFailed`` by failure kind.
+        rejections: ``TurnRejected`` by reason.
+        tokens: tokens of finished turns (``TurnDone`` usage), by ``input`` /
+            ``output``.
+        tool_calls: tool results committed (``StepDone``), by ``ok`` /
+            ``error``.
         commits: transactions committed.
         commit_retries: transactions aborted and retried (transient errors).
         commit_failures: commits that finally failed.
@@ -127,6 +161,14 @@ class ServiceMetrics:
     turns_started: int = 0
     steps_committed: int = 0
     terminals: Counter[str] = field(default_factory=Counter)
+    turn_duration: LatencyHistogram = field(
+        default_factory=lambda: LatencyHistogram(TURN_DURATION_BUCKETS)
+    )
+    failures: Counter[str] = field(default_factory=Counter)
+    rejections: Counter[str] = field(default_factory=Counter)
+    tokens: Counter[str] = field(default_factory=Counter)
+    tool_calls: Counter[str] = field(default_factory=Counter)
+    _turn_starts: dict[object, float] = field(default_factory=dict, repr=False)
     commits: int = 0
     commit_retries: int = 0
     commit_failures: int = 0
@@ -149,12 +191,38 @@ class ServiceMetrics:
             match event:
                 case TurnStarted():
                     self.turns_started += 1
+                    self._started(event)
                 case StepDone():
                     self.steps_committed += 1
+                    for message in event.messages[1:]:
+                        if isinstance(message, ToolResultMessage):
+                            self.tool_calls["error" if message.is_error else "ok"] += 1
                 case TurnDone() | TurnFailed() | TurnInterrupted():
                     self.terminals[event.type_name] += 1
+                    self._ended(event)
+                    if isinstance(event, TurnDone):
+                        self.tokens["input"] += event.usage.input_tokens
+                        self.tokens["output"] += event.usage.output_tokens
+                    elif isinstance(event, TurnFailed):
+                        self.failures[event.error.kind.value] += 1
+                case TurnRejected():
+                    self.rejections[event.reason.value] += 1
                 case _:
                     pass
+
+    def _started(self, event: TurnStarted) -> None:
+        at = event.header.created_at
+        if at is None or event.header.turn_id is None:
+            return
+        if len(self._turn_starts) >= _OPEN_TURNS_KEPT:
+            self._turn_starts.clear()
+        self._turn_starts[event.header.turn_id] = at.timestamp()
+
+    def _ended(self, event: TurnDone | TurnFailed | TurnInterrupted) -> None:
+        started = self._turn_starts.pop(event.header.turn_id, None)
+        at = event.header.created_at
+        if started is not None and at is not None:
+            self.turn_duration.observe(max(at.timestamp() - started, 0.0))
 
     @property
     def total_lag(self) -> int:
