@@ -334,7 +334,6 @@ class LoopActorService:
         """Stop fetching is done; drain, hand partitions over, leave the group."""
         self._stopping = True
         self.metrics.ready = False
-        await self._drain()
         await self._stop_runners(set(self._runners))
         await self._await_leaving()
         if self._consumer is not None:
@@ -343,31 +342,36 @@ class LoopActorService:
         await self._stop_runners(set(self._runners))
         await self._await_leaving()
 
-    async def _drain(self) -> None:
-        """Let running turns finish (bounded); no turn starts meanwhile."""
+    def _begin_drain(self) -> float | None:
+        """Stop starting turns; the deadline for running ones (``None``: none run)."""
+        self._stopping = True
+        self.metrics.ready = False
         runners = [r for r in self._runners.values() if not r.broken]
         for runner in runners:
             runner.begin_drain()
         running = sum(r.running_turns for r in runners)
         if running == 0 or self.settings.drain_timeout <= 0:
-            return
+            return None
         _log.info(
             "draining: waiting for running turns to finish",
             extra={"turns": running, "timeout_s": self.settings.drain_timeout},
         )
-        deadline = asyncio.get_running_loop().time() + self.settings.drain_timeout
-        while asyncio.get_running_loop().time() < deadline:
-            running = sum(r.running_turns for r in self._runners.values())
-            if running == 0:
-                _log.info("drained: no turn running")
-                return
-            await asyncio.sleep(0.05)
+        return asyncio.get_running_loop().time() + self.settings.drain_timeout
+
+    def _drained(self, deadline: float) -> bool:
+        """Whether the drain is over (every turn ended, or time is up)."""
         running = sum(r.running_turns for r in self._runners.values())
+        if running == 0:
+            _log.info("drained: no turn running")
+            return True
+        if asyncio.get_running_loop().time() < deadline:
+            return False
         self.metrics.drain_interrupted += running
         _log.warning(
             "drain timeout: interrupting the turns still running",
             extra={"turns": running},
         )
+        return True
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         if self._group is None:
@@ -383,9 +387,19 @@ class LoopActorService:
         consumer = self._consumer
         poll_ms = self.settings.poll_timeout_ms
         bound = poll_ms / 1000 + self._clients.connection.request_timeout
-        while not self._stop.is_set():
+        draining = False
+        deadline: float | None = None
+        while True:
             if self._fatal is not None:
                 return
+            if self._stop.is_set():
+                # A planned stop: keep fetching (interrupts and gate answers
+                # for running turns still apply) until those turns are done.
+                if not draining:
+                    draining = True
+                    deadline = self._begin_drain()
+                if deadline is None or self._drained(deadline):
+                    return
             await self._apply_resets()
             try:
                 async with asyncio.timeout(bound):
@@ -412,12 +426,13 @@ class LoopActorService:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(poll_ms / 1000):
                         await self._assignment_done.wait()
-            await self._dispatch(batch, generation)
+            if self._assignment_done.is_set():
+                await self._dispatch(batch, generation)
 
     async def _dispatch(self, batch: dict[Any, list[Any]], generation: int) -> None:
         for tp, records in batch.items():
             for record in records:
-                if generation != self._generation or self._stop.is_set():
+                if generation != self._generation:
                     return  # fetched before a rebalance: refetched after it
                 runner = self._runners.get(tp.partition)
                 if runner is None or tp.partition in self._to_reset:
@@ -589,6 +604,8 @@ class LoopActorService:
 
     async def _apply_resets(self) -> None:
         """Rebuild failed partitions from Kafka (consumer-loop task only)."""
+        if self._stopping:
+            return  # a stopping service rebuilds nothing; the handover abandons them
         for partition in sorted(self._to_reset):
             runner = self._runners.get(partition)
             if runner is None or not runner.broken:
