@@ -507,7 +507,8 @@ class LoopActorService:
                 del self.metrics.consumer_lag[partition]
         self.metrics.ready = not self._stopping and not self._to_reset
         _log.info(
-            "partitions ready",
+            "partitions ready: [%s]",
+            ",".join(map(str, sorted(self._runners))),
             extra={
                 "kept": ",".join(map(str, kept)),
                 "opened": ",".join(map(str, fresh)),
