@@ -1,9 +1,10 @@
 """Loop-actor processes for group-membership tests and benchmarks.
 
-:class:`ActorFleet` starts ``python -m turnstream.loop_actor`` child
-processes (the deployable's entry point, an alias of ``turnstream actor run``), follows each one's log for the ``partitions ready``
-line, stops them with SIGTERM or SIGKILL and notes every exit, so a test can
-assert that no actor ever left by itself.
+:class:`ActorFleet` starts ``python -m turnstream.loop_actor`` child processes
+(the deployable's entry point, an alias of ``turnstream actor run``), follows
+each one's log for the ``partitions ready`` line, stops them with SIGTERM or
+SIGKILL and notes every exit, so a test can assert that no actor ever left by
+itself.
 """
 
 from __future__ import annotations

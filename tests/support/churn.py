@@ -47,7 +47,9 @@ class ChurnReport:
 
 @dataclass
 class _Seen:
-    # (monotonic time, partition) of every enduring event a worker saw arrive.
+    # (commit-side wall time, partition) of every enduring event a worker saw:
+    # the event's own timestamp, so one committed before a kill but delivered
+    # after it never counts as a takeover.
     arrivals: list[tuple[float, int]] = field(default_factory=list)
 
 
@@ -79,7 +81,8 @@ async def _worker(
                     async for event in turn:
                         if isinstance(event, TokenDelta):
                             continue
-                        seen.arrivals.append((time.monotonic(), partition))
+                        stamp = event.header.created_at.timestamp()
+                        seen.arrivals.append((stamp, partition))
                         if (
                             interrupt
                             and sent_interrupt_for is None
@@ -112,13 +115,16 @@ async def run_churn(
     interrupt_every: int = 10,
     settle: float = 120.0,
     seed: int = 7,
+    extra: tuple[str, ...] = (),
 ) -> ChurnReport:
     """Run the churn for ``duration`` seconds, then let every turn finish."""
     rng = random.Random(seed)
     report = ChurnReport()
     seen = _Seen()
     fleet = ActorFleet(
-        bootstrap, prefix, extra=("--model", "demo", "--chunk-delay", str(chunk_delay))
+        bootstrap,
+        prefix,
+        extra=("--model", "demo", "--chunk-delay", str(chunk_delay), *extra),
     )
     session = await connect(bootstrap, topics)
     stop = asyncio.Event()
@@ -154,7 +160,7 @@ async def run_churn(
             if not candidates:
                 break
             victim = rng.choice(candidates)
-            kills.append((time.monotonic(), frozenset(victim.partitions or ())))
+            kills.append((time.time(), frozenset(victim.partitions or ())))
             await fleet.kill(victim)
             report.kills += 1
             await fleet.spawn()
