@@ -59,10 +59,14 @@ async def main(args: argparse.Namespace) -> None:
             actors=args.actors,
             loops=args.loops,
             extra=tuple(args.actor_args),
+            log_dir=args.logs,
         )
         entries = await read_all(bootstrap, topics, args.partitions)
         check_journal(entries, report.submitted)
-    finally:
+    except BaseException:
+        print(f"failed; topics kept under {prefix!r}, actor logs in {args.logs}")
+        raise
+    else:
         await delete_topic_set(bootstrap, prefix)
     times = report.takeovers
     summary = {
@@ -113,5 +117,6 @@ if __name__ == "__main__":
     parser.add_argument("--loops", type=int, default=30)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--logs", type=Path, help="write each actor's log here")
     parser.add_argument("actor_args", nargs="*", help="extra actor flags (after --)")
     asyncio.run(main(parser.parse_args()))

@@ -18,6 +18,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from uuid import UUID, uuid4
 
 from tests.support.actors import ActorFleet
@@ -116,6 +117,7 @@ async def run_churn(
     settle: float = 120.0,
     seed: int = 7,
     extra: tuple[str, ...] = (),
+    log_dir: Path | None = None,
 ) -> ChurnReport:
     """Run the churn for ``duration`` seconds, then let every turn finish."""
     rng = random.Random(seed)
@@ -125,6 +127,7 @@ async def run_churn(
         bootstrap,
         prefix,
         extra=("--model", "demo", "--chunk-delay", str(chunk_delay), *extra),
+        log_dir=log_dir,
     )
     session = await connect(bootstrap, topics)
     stop = asyncio.Event()

@@ -209,6 +209,11 @@ class MetricsSource(Protocol):
         ...
 
     @property
+    def bridged(self) -> int:
+        """Commands read while the group rebalanced."""
+        ...
+
+    @property
     def drain_interrupted(self) -> int:
         """Turns interrupted at a planned stop's drain timeout."""
         ...
@@ -347,6 +352,11 @@ class ServiceCollector(Collector):
             "partitions_moved",
             "Partitions a rebalance moved to another process.",
             s.partitions_moved,
+        )
+        yield _counter(
+            "bridged_commands",
+            "Commands read while the group rebalanced (running turns kept reachable).",
+            s.bridged,
         )
         yield _counter(
             "drain_interrupted",

@@ -159,6 +159,8 @@ class ServiceMetrics:
         partitions_kept: partitions assigned again to this process by a
             rebalance, carried on without a restore.
         partitions_moved: partitions a rebalance moved to another process.
+        bridged: commands read while the group rebalanced (by the group-less
+            reader that keeps running turns reachable).
         drain_interrupted: turns still running when a planned stop's drain
             timeout ran out (they were interrupted).
     """
@@ -197,6 +199,7 @@ class ServiceMetrics:
     rebalances: int = 0
     partitions_kept: int = 0
     partitions_moved: int = 0
+    bridged: int = 0
     drain_interrupted: int = 0
 
     def committed(self, events: Iterable[EnduringEvent]) -> None:

@@ -195,6 +195,10 @@ class LoopActorService:
         self._owned: dict[int, int] = {}
         self._member_id: str | None = None
         self._leaving: set[asyncio.Task[None]] = set()
+        self._bridge: Any = None
+        self._draining = False
+        self._drain_deadline: float | None = None
+        self._bridge_generation = -1
 
     # ------------------------------------------------------------ lifecycle
 
@@ -341,6 +345,25 @@ class LoopActorService:
         # An assignment that raced the stop may have opened runners: stop them.
         await self._stop_runners(set(self._runners))
         await self._await_leaving()
+        if self._bridge is not None:
+            await stop_client(self._bridge, seconds=self.settings.stop_timeout)
+            self._bridge = None
+
+    def _done(self) -> bool:
+        """Whether the consumer loop ends (fatal error, or a finished drain).
+
+        A planned stop keeps fetching (interrupts and gate answers for running
+        turns still apply) until those turns are done or the drain times out.
+        """
+        if self._fatal is not None:
+            return True
+        if not self._stop.is_set():
+            return False
+        if not self._draining:
+            self._draining = True
+            self._drain_deadline = self._begin_drain()
+        deadline = self._drain_deadline
+        return deadline is None or self._drained(deadline)
 
     def _begin_drain(self) -> float | None:
         """Stop starting turns; the deadline for running ones (``None``: none run)."""
@@ -387,19 +410,13 @@ class LoopActorService:
         consumer = self._consumer
         poll_ms = self.settings.poll_timeout_ms
         bound = poll_ms / 1000 + self._clients.connection.request_timeout
-        draining = False
-        deadline: float | None = None
-        while True:
-            if self._fatal is not None:
-                return
-            if self._stop.is_set():
-                # A planned stop: keep fetching (interrupts and gate answers
-                # for running turns still apply) until those turns are done.
-                if not draining:
-                    draining = True
-                    deadline = self._begin_drain()
-                if deadline is None or self._drained(deadline):
-                    return
+        while not self._done():
+            if not self._assignment_done.is_set() and self._runners:
+                # The group is rebalancing: the group consumer returns nothing
+                # until it is done, but the turns it left running must still get
+                # their interrupts and gate answers in log order.
+                await self._bridge_once()
+                continue
             await self._apply_resets()
             try:
                 async with asyncio.timeout(bound):
@@ -428,6 +445,72 @@ class LoopActorService:
                         await self._assignment_done.wait()
             if self._assignment_done.is_set():
                 await self._dispatch(batch, generation)
+
+    async def _bridge_once(self) -> None:
+        """Read the kept runners' partitions without the group, one fetch.
+
+        During a rebalance a group-less consumer reads on from each runner's
+        :attr:`~PartitionRunner.next_offset` and dispatches as usual. If the
+        partition stays, the group consumer is sought to where the runner got
+        to (records read twice are skipped by offset); if it moved, the new
+        owner's fence voids whatever this process still tries to commit.
+        """
+        poll_ms = self.settings.poll_timeout_ms
+        positions = {
+            p: r.next_offset
+            for p, r in self._runners.items()
+            if r.next_offset is not None and not r.broken
+        }
+        if not positions:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(poll_ms / 1000):
+                    await self._assignment_done.wait()
+            return
+        bridge = await self._bridge_consumer()
+        if bridge is None:
+            await asyncio.sleep(poll_ms / 1000)
+            return
+        topic = self.settings.topics.commands
+        generation = self._generation
+        if self._bridge_generation != generation:
+            self._bridge_generation = generation
+            bridge.assign([TopicPartition(topic, p) for p in sorted(positions)])
+            for partition, offset in positions.items():
+                bridge.seek(TopicPartition(topic, partition), offset)
+        try:
+            async with asyncio.timeout(
+                poll_ms / 1000 + self._clients.connection.request_timeout
+            ):
+                batch = await bridge.getmany(
+                    timeout_ms=poll_ms, max_records=self.settings.max_poll_records
+                )
+        except (TimeoutError, KafkaError):
+            self._bridge_generation = -1  # reassign and seek next time
+            return
+        if batch and not self._assignment_done.is_set():
+            self.metrics.bridged += sum(len(records) for records in batch.values())
+            await self._dispatch(batch, generation)
+
+    async def _bridge_consumer(self) -> Any:
+        if self._bridge is None:
+            consumer = self._clients.consumer(
+                "actor-bridge",
+                group_id=None,
+                read_committed=True,
+                auto_offset_reset="earliest",
+                max_poll_records=self.settings.max_poll_records,
+            )
+            try:
+                await start_client(
+                    consumer,
+                    seconds=self._clients.connection.connect_timeout,
+                    operation="start rebalance reader",
+                )
+            except TransportError:
+                return None
+            self._bridge = consumer
+            self._bridge_generation = -1
+        return self._bridge
 
     async def _dispatch(self, batch: dict[Any, list[Any]], generation: int) -> None:
         for tp, records in batch.items():
