@@ -195,6 +195,8 @@ class LoopActorService:
         self._owned: dict[int, int] = {}
         self._member_id: str | None = None
         self._leaving: set[asyncio.Task[None]] = set()
+        self._opening: dict[int, asyncio.Task[None]] = {}
+        self._wanted: set[int] = set()
         self._bridge: Any = None
         self._draining = False
         self._drain_deadline: float | None = None
@@ -338,6 +340,8 @@ class LoopActorService:
         """Stop fetching is done; drain, hand partitions over, leave the group."""
         self._stopping = True
         self.metrics.ready = False
+        if self._opening:
+            await asyncio.wait(list(self._opening.values()))
         await self._stop_runners(set(self._runners))
         await self._await_leaving()
         if self._consumer is not None:
@@ -542,17 +546,24 @@ class LoopActorService:
             self._assignment_done.set()
 
     async def _reconcile(self, assigned: set[TopicPartition]) -> None:
-        """Keep what stayed, hand over what moved, open what is new."""
+        """Keep what stayed, hand over what moved, start opening what is new.
+
+        Returns at once: aiokafka sends no heartbeat while this callback runs,
+        so a slow restore here would get the member thrown out of the group.
+        New partitions are paused in the consumer and opened in the
+        background; each is resumed when its loops are restored.
+        """
         generation = self._generation
-        wanted = {
-            tp.partition for tp in assigned if tp.topic == self.settings.topics.commands
-        }
+        topic = self.settings.topics.commands
+        wanted = {tp.partition for tp in assigned if tp.topic == topic}
+        self._wanted = wanted
         member = getattr(
             getattr(self._consumer, "_coordinator", None), "member_id", None
         )
         rejoined = self._member_id is not None and member != self._member_id
         self._member_id = member
         kept: list[int] = []
+        rebuild: dict[int, PartitionRunner] = {}
         for partition in sorted(self._runners):
             runner = self._runners[partition]
             if partition in wanted and not rejoined and not runner.broken:
@@ -563,7 +574,7 @@ class LoopActorService:
             if partition in wanted:
                 # Ours again, but it may have been elsewhere meanwhile (or its
                 # writer failed): rebuild it from Kafka.
-                await runner.abandon()
+                rebuild[partition] = runner
             else:
                 self.metrics.partitions_moved += 1
                 self._leave(runner)
@@ -571,32 +582,81 @@ class LoopActorService:
             self._owned[partition] = generation
             runner = self._runners[partition]
             if runner.next_offset is not None:
-                tp = TopicPartition(self.settings.topics.commands, partition)
-                self._consumer.seek(tp, runner.next_offset)
+                self._consumer.seek(
+                    TopicPartition(topic, partition), runner.next_offset
+                )
         self.metrics.partitions_kept += len(kept)
-        fresh = sorted(wanted - set(self._runners))
-        if self._stopping:
-            fresh = []  # a stopping service opens nothing; the group moves them
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(self._open(p, generation)) for p in fresh]
-        for task in tasks:
-            runner = task.result()
-            self._runners[runner.partition] = runner
-            if runner.broken:
-                self._to_reset.add(runner.partition)
+        fresh = [] if self._stopping else sorted(wanted - set(self._runners))
+        for partition in fresh:
+            self._owned[partition] = generation
+            self._consumer.pause(TopicPartition(topic, partition))
+            if partition not in self._opening:
+                self._opening[partition] = self._spawn(
+                    self._open_later(partition, rebuild.pop(partition, None)),
+                    f"open-{partition}",
+                )
+        for runner in rebuild.values():  # stopping: nothing reopens
+            self._leave(runner)
+        self._update_partitions()
+        self._log_ready(kept=kept, opening=fresh)
+
+    async def _open_later(
+        self, partition: int, previous: PartitionRunner | None
+    ) -> None:
+        """Open a newly assigned partition, then let the consumer fetch it."""
+        try:
+            if previous is not None:
+                await previous.abandon()
+            runner = await self._open(partition, self._owned[partition])
+        except Exception as exc:  # noqa: BLE001 - not Kafka's or a restore's: fatal
+            _log.exception("taking a partition over failed")
+            self._fatal = exc
+            return
+        finally:
+            self._opening.pop(partition, None)
+        tp = TopicPartition(self.settings.topics.commands, partition)
+        consumer = self._consumer
+        if (
+            self._stopping
+            or partition not in self._wanted
+            or consumer is None
+            or tp not in consumer.assignment()
+        ):
+            # Moved on while it opened: hand it over again.
+            self._leave(runner)
+            return
+        self._runners[partition] = runner
+        if runner.broken:
+            self._to_reset.add(partition)
+        consumer.resume(tp)
+        self._update_partitions()
+        if not self._opening:
+            self._log_ready(kept=[], opening=[])
+
+    def _update_partitions(self) -> None:
         self.metrics.partitions = set(self._runners)
         for partition in list(self.metrics.consumer_lag):
             if partition not in self._runners:
                 del self.metrics.consumer_lag[partition]
-        self.metrics.ready = not self._stopping and not self._to_reset
+        self.metrics.ready = (
+            not self._stopping and not self._to_reset and not self._opening
+        )
+
+    def _log_ready(self, *, kept: list[int], opening: list[int]) -> None:
+        if self._opening:
+            _log.info(
+                "partitions assigned",
+                extra={
+                    "kept": ",".join(map(str, kept)),
+                    "opening": ",".join(map(str, opening)),
+                    "generation": self._generation,
+                },
+            )
+            return
         _log.info(
             "partitions ready: [%s]",
             ",".join(map(str, sorted(self._runners))),
-            extra={
-                "kept": ",".join(map(str, kept)),
-                "opened": ",".join(map(str, fresh)),
-                "generation": generation,
-            },
+            extra={"kept": ",".join(map(str, kept)), "generation": self._generation},
         )
 
     def _leave(self, runner: PartitionRunner) -> None:
@@ -732,7 +792,10 @@ class LoopActorService:
             self._runners[partition] = fresh
             self._to_reset.discard(partition)
         self.metrics.ready = (
-            not self._to_reset and not self._stopping and self._assignment_done.is_set()
+            not self._to_reset
+            and not self._stopping
+            and not self._opening
+            and self._assignment_done.is_set()
         )
 
     async def _watch_lag(self) -> None:
