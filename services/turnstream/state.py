@@ -49,6 +49,8 @@ class LoopState(BaseModel):
         pending_command_offsets: offsets at or before
             ``applied_command_offset`` of admitted inputs that had no durable
             answer yet (queued behind a turn); they run again after a restore.
+        stopped: a client's ``Shutdown`` stopped the loop (``LoopStopped``);
+            later inputs are refused unless the loop's agent reopens it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -66,3 +68,4 @@ class LoopState(BaseModel):
     updated_at: datetime | None = None
     applied_command_offset: int = -1
     pending_command_offsets: tuple[int, ...] = ()
+    stopped: bool = False

@@ -36,6 +36,7 @@ from turnstream.events import (
     InputCancelled,
     InputQueued,
     LoopIdle,
+    LoopStopped,
     LoopStarted,
     PermissionDecided,
     PermissionRequested,
@@ -77,6 +78,7 @@ EVENT_TABLE = [
     (PermissionRequested, D, Profile.TOOL, False),
     (GateOpened, D, Profile.STEP, False),
     (GateResolved, D, Profile.STEP, False),
+    (LoopStopped, D, Profile.LOOP, False),
 ]
 
 

@@ -9,6 +9,7 @@ optional earlier snapshot) to :class:`~turnstream.state.LoopState`:
 ``StepDone``                       append its messages
 ``TurnFoldedInto``                 append its message
 ``TurnDone``/``Failed``/``Int…``   close the open turn (adds nothing)
+``LoopStopped``                    stopped (a later ``TurnStarted`` reopens)
 every other event                  no effect on history
 =================================  ==========================================
 
@@ -34,6 +35,7 @@ from turnstream.events import (
     InputCancelled,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     PermissionDecided,
     PermissionRequested,
     StepDone,
@@ -76,6 +78,7 @@ def fold_loop(
         messages=list(base.messages),
         recent=list(base.recent_command_ids),
         updated_at=base.updated_at,
+        stopped=base.stopped,
     )
     for event in events:
         if event.header.loop_id != base.loop_id:
@@ -90,6 +93,7 @@ def fold_loop(
             "open_turn": fold.open_turn,
             "recent_command_ids": tuple(dict.fromkeys(fold.recent))[-SEEN_WINDOW:],
             "updated_at": fold.updated_at,
+            "stopped": fold.stopped,
         }
     )
 
@@ -103,6 +107,7 @@ class _Fold:
     messages: list[Conversation]
     recent: list[UUID]
     updated_at: datetime | None
+    stopped: bool
 
     def apply(self, event: EnduringEvent) -> None:
         if event.header.created_at is not None:
@@ -115,6 +120,7 @@ class _Fold:
                 self.agent_name = event.header.agent_name
                 self.model = event.model
             case TurnStarted():
+                self.stopped = False
                 self.turn_index += 1
                 self.messages.append(event.message)
                 if event.header.turn_id is not None:
@@ -127,6 +133,8 @@ class _Fold:
                 self.messages.append(event.message)
             case TurnDone() | TurnFailed() | TurnInterrupted():
                 self.open_turn = None
+            case LoopStopped():
+                self.stopped = True
             case (
                 LoopIdle()
                 | TurnRejected()

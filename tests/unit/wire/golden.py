@@ -52,6 +52,7 @@ from turnstream.events import (
     InputCancelled,
     InputQueued,
     LoopIdle,
+    LoopStopped,
     LoopStarted,
     PermissionDecided,
     PermissionRequested,
@@ -189,13 +190,18 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         display_name="Research loop",
     ),
     "LoopIdle": lambda: LoopIdle(header=loop_header(agent_name="researcher")),
+    "LoopStopped": lambda: LoopStopped(header=loop_header()),
     "TurnRejected": lambda: TurnRejected(
         header=loop_header(cause=Cause(command_id=COMMAND)),
         reason=RejectReason.QUEUE_FULL,
         detail="inbox holds 64 inputs",
     ),
     "TurnStarted": lambda: TurnStarted(
-        header=turn_header(cause=reply_cause()), turn_index=3, message=USER_MESSAGE
+        header=turn_header(cause=reply_cause()),
+        turn_index=3,
+        message=USER_MESSAGE,
+        model="claude-sonnet",
+        max_tokens=1024,
     ),
     "TurnFoldedInto": lambda: TurnFoldedInto(
         header=turn_header(cause=reply_cause(Agency.MACHINE)),
@@ -298,7 +304,14 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
     ),
     # ---- commands
     "SubmitInput": lambda: SubmitInput.model_validate(
-        {**_command_base(), "message": USER_MESSAGE, "no_fold": True}
+        {
+            **_command_base(),
+            "message": USER_MESSAGE,
+            "no_fold": True,
+            "agent": "researcher",
+            "model": "claude-sonnet",
+            "max_tokens": 512,
+        }
     ),
     "Interrupt": lambda: Interrupt.model_validate(
         {**_command_base(), "agency": Agency.MACHINE}
