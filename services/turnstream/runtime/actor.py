@@ -93,6 +93,7 @@ class LoopActor:
         hooks: HookRunner | None = None,
         access_policy: AccessPolicy | None = None,
         state: LoopState | None = None,
+        announce: bool | None = None,
     ) -> None:
         self.session_id = session_id
         self.loop_id = loop_id
@@ -128,7 +129,9 @@ class LoopActor:
             access_policy=access_policy,
             state=state,
         )
-        self._announce = state is None
+        # A refusing (unhosted) loop is never announced: a refusal binds nothing.
+        announce = state is None if announce is None else announce
+        self._announce = announce and config.hosted
         self._shutdown_waiters: list[asyncio.Future[None]] = []
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._ready = asyncio.Event()
@@ -327,7 +330,7 @@ class LoopActor:
             case Interrupt():
                 machine.on_interrupt()
             case Shutdown():
-                await machine.on_shutdown()
+                await machine.on_shutdown(durable=True)
             case _:
                 assert_never(command)
 

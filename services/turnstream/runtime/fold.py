@@ -10,6 +10,7 @@ optional earlier snapshot) to :class:`~turnstream.state.LoopState`:
 ``TurnFoldedInto``                 append its message
 ``TurnDone``/``Failed``/``Int…``   close the open turn (adds nothing)
 ``LoopStopped``                    stopped (a later ``TurnStarted`` reopens)
+``GateOpened``/``GateResolved``    the open turn's unresolved gates
 every other event                  no effect on history
 =================================  ==========================================
 
@@ -48,7 +49,7 @@ from turnstream.events import (
 )
 from turnstream.runtime.errors import RestoreError
 from turnstream.runtime.input_queue import SEEN_WINDOW
-from turnstream.state import LoopState, OpenTurn
+from turnstream.state import LoopState, OpenGate, OpenTurn
 
 __all__ = ["fold_loop"]
 
@@ -109,7 +110,7 @@ class _Fold:
     updated_at: datetime | None
     stopped: bool
 
-    def apply(self, event: EnduringEvent) -> None:
+    def apply(self, event: EnduringEvent) -> None:  # noqa: PLR0912 - one case per type
         if event.header.created_at is not None:
             self.updated_at = event.header.created_at
         replied = event.reply_to()
@@ -133,6 +134,22 @@ class _Fold:
                 self.messages.append(event.message)
             case TurnDone() | TurnFailed() | TurnInterrupted():
                 self.open_turn = None
+            case GateOpened():
+                turn, step_id = self.open_turn, event.header.step_id
+                if (
+                    turn is not None
+                    and turn.turn_id == event.header.turn_id
+                    and step_id
+                ):
+                    gate = OpenGate(gate_id=event.gate_id, step_id=step_id)
+                    self.open_turn = turn.model_copy(
+                        update={"gates": (*turn.gates, gate)}
+                    )
+            case GateResolved():
+                turn = self.open_turn
+                if turn is not None:
+                    left = tuple(g for g in turn.gates if g.gate_id != event.gate_id)
+                    self.open_turn = turn.model_copy(update={"gates": left})
             case LoopStopped():
                 self.stopped = True
             case (
@@ -141,8 +158,6 @@ class _Fold:
                 | InputCancelled()
                 | PermissionDecided()
                 | PermissionRequested()
-                | GateOpened()
-                | GateResolved()
             ):
                 pass
             case _:

@@ -84,7 +84,7 @@ from turnstream.events import (
     TurnRejected,
     TurnStarted,
 )
-from turnstream.state import LoopState, OpenTurn
+from turnstream.state import LoopState, OpenGate, OpenTurn
 from turnstream.wire.errors import UnknownRecordTypeError
 
 __all__ = [
@@ -617,6 +617,10 @@ def loop_state_from(rec: Record) -> LoopState:
         else OpenTurn(
             turn_id=_uuid(open_turn, "turn_id"),
             turn_index=_int(open_turn, "turn_index"),
+            gates=tuple(
+                OpenGate(gate_id=_uuid(gate, "gate_id"), step_id=_uuid(gate, "step_id"))
+                for gate in (_record(g, "gates") for g in _list(open_turn, "gates"))
+            ),
         ),
         journal_offset=_int(rec, "journal_offset"),
         command_offset=_int(rec, "command_offset"),

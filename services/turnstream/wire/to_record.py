@@ -456,7 +456,14 @@ def command_record(command: AnyCommand) -> Record:
 
 
 def _open_turn(turn: OpenTurn) -> Record:
-    return {"turn_id": _uuid(turn.turn_id), "turn_index": turn.turn_index}
+    return {
+        "turn_id": _uuid(turn.turn_id),
+        "turn_index": turn.turn_index,
+        "gates": [
+            {"gate_id": _uuid(g.gate_id), "step_id": _uuid(g.step_id)}
+            for g in turn.gates
+        ],
+    }
 
 
 def _uuids(ids: tuple[UUID, ...]) -> list[str]:

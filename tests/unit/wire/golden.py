@@ -68,7 +68,7 @@ from turnstream.events import (
     TurnRejected,
     TurnStarted,
 )
-from turnstream.state import LoopState, OpenTurn
+from turnstream.state import LoopState, OpenGate, OpenTurn
 from turnstream.wire import Codec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -331,7 +331,11 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         model="claude-sonnet",
         turn_index=3,
         messages=(USER_MESSAGE, AI_WITH_TOOL, TOOL_RESULT, FINAL_ANSWER),
-        open_turn=OpenTurn(turn_id=TURN, turn_index=3),
+        open_turn=OpenTurn(
+            turn_id=TURN,
+            turn_index=3,
+            gates=(OpenGate(gate_id=uid(21), step_id=STEP),),
+        ),
         journal_offset=42,
         command_offset=7,
         recent_command_ids=(uid(11), uid(12)),
