@@ -1,9 +1,9 @@
 """Loop state: what the compacted ``turnstream.loops.v1`` topic holds per loop.
 
 Owns :class:`LoopState`, :class:`OpenTurn` and :class:`OpenGate`. A snapshot
-is a *cache* of the journal fold, never the source of truth: restore reads the latest snapshot and
-then folds only the journal events after ``journal_offset``. Imports only value
-types.
+is a *cache* of the journal fold, never the source of truth: restore reads the
+latest snapshot and then folds only the journal events after
+``journal_offset``. Imports only value types.
 """
 
 from __future__ import annotations
