@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -170,6 +171,18 @@ def run(
             show_default=False,
         ),
     ] = None,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent",
+            help="An agent to host, as package.module:attribute (an Agent, or a "
+            "function returning one), importable from the current directory; "
+            f"repeat it to host several (or set {ENV.AGENTS}, comma-separated). "
+            "Without it the service hosts the built-in agent 'turnstream' made of "
+            "--model, --tools and --system-prompt.",
+            show_default=False,
+        ),
+    ] = None,
     metrics_port: Annotated[
         int,
         typer.Option(
@@ -245,6 +258,7 @@ def run(
             model=choice,
             tools=tools,
             system_prompt=system_prompt,
+            agents=agent or (),
             env=os.environ,
             tuning={
                 "txn_prefix": txn_prefix,
@@ -254,6 +268,8 @@ def run(
             },
         )
     configure_logging(fmt, level=level)
+    if settings.agents and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a user's agent package, like uvicorn's app
     with exit_on_errors(target.bootstrap):
         asyncio.run(
             _run(

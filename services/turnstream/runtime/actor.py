@@ -151,8 +151,12 @@ class LoopActor:
         ids: IdSource | None = None,
         hooks: HookRunner | None = None,
         access_policy: AccessPolicy | None = None,
+        announce: bool = False,
     ) -> LoopActor:
         """A restored loop: idle, seeded from ``state``, announcing nothing.
+
+        ``announce`` is for a loop whose journal holds only refusals (it was
+        never bound to an agent): it is announced -- bound -- now.
 
         Raises:
             RestoreError: ``state`` still has an open turn (close it first).
@@ -171,6 +175,7 @@ class LoopActor:
             hooks=hooks,
             access_policy=access_policy,
             state=state,
+            announce=announce,
         )
 
     # ------------------------------------------------------------------
