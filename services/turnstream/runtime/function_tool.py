@@ -1,6 +1,6 @@
 """Tools from plain typed Python functions.
 
-Owns :func:`tool` (the decorator) and :class:`FunctionTool` (a
+Owns :func:`tool` (the decorator) and :class:`TypedTool` (a
 :class:`~turnstream.runtime.ports.Tool` around one function). The input schema
 the model sees is derived from the function's signature -- or, when its one
 argument is a pydantic model, from that model -- and every call's input is
@@ -31,7 +31,7 @@ from turnstream.errors import ConfigError
 from turnstream.runtime.model_client import ToolSpec
 from turnstream.runtime.ports import ToolContext, ToolOutput
 
-__all__ = ["FunctionTool", "tool"]
+__all__ = ["TypedTool", "tool"]
 
 _MAX_DESCRIPTION = 1024
 
@@ -75,7 +75,7 @@ def _output(value: object) -> ToolOutput:
     return ToolOutput.text(json.dumps(value, default=str))
 
 
-class FunctionTool:
+class TypedTool:
     """A :class:`~turnstream.runtime.ports.Tool` that calls one typed function.
 
     Build it with :func:`tool`. It also implements the ``SequentialTool``
@@ -175,7 +175,7 @@ async def _awaitable(value: object) -> object:
 
 
 @overload
-def tool(fn: Callable[..., object], /) -> FunctionTool: ...
+def tool(fn: Callable[..., object], /) -> TypedTool: ...
 
 
 @overload
@@ -185,7 +185,7 @@ def tool(
     description: str | None = None,
     sequential: bool = False,
     audit: Callable[[str], str] | None = None,
-) -> Callable[[Callable[..., object]], FunctionTool]: ...
+) -> Callable[[Callable[..., object]], TypedTool]: ...
 
 
 def tool(
@@ -196,7 +196,7 @@ def tool(
     description: str | None = None,
     sequential: bool = False,
     audit: Callable[[str], str] | None = None,
-) -> FunctionTool | Callable[[Callable[..., object]], FunctionTool]:
+) -> TypedTool | Callable[[Callable[..., object]], TypedTool]:
     """Make a tool of a typed function (``@tool`` or ``@tool(name=...)``).
 
     Args:
@@ -213,8 +213,8 @@ def tool(
             type pydantic cannot describe.
     """
 
-    def wrap(f: Callable[..., object]) -> FunctionTool:
-        return FunctionTool(
+    def wrap(f: Callable[..., object]) -> TypedTool:
+        return TypedTool(
             f, name=name, description=description, sequential=sequential, audit=audit
         )
 
