@@ -262,7 +262,8 @@ class EventRenderer:
                     f"reason={quote(event.reason)}"
                 )
             case PermissionRequested():
-                return f"gate={short_id(event.gate_id)} tool={event.tool_name}"
+                # The full id: `turnstream respond GATE --loop LOOP` answers it.
+                return f"gate={event.gate_id} tool={event.tool_name}"
             case GateOpened():
                 actions = ",".join(event.actions) or "-"
                 return (
