@@ -14,7 +14,7 @@ and ``word_count`` otherwise, so everything here runs without a network.
   ``word_count`` (an approval gate: answer it with RespondGate), and denies
   anything else.
 - ``auditor`` runs ``word_count`` but is denied ``add``.
-- ``tool_log`` is a hook around every tool call: it records the tool name and how
+- ``tool_log`` is a hook around every tool call: it logs the tool name and how
   the call ended (never its arguments).
 """
 
@@ -35,10 +35,7 @@ from turnstream.runtime import (
     tool,
 )
 
-log = logging.getLogger("acme.agents")
-
-TOOL_CALLS: list[tuple[str, str]] = []
-"""(tool name, outcome) of every finished tool call in this process."""
+log = logging.getLogger("acme")
 
 
 @tool
@@ -50,40 +47,31 @@ def add(a: float, b: float) -> str:
 @tool
 async def word_count(text: str, ctx: ToolContext) -> str:
     """Count the whitespace-separated words in a text."""
-    log.info("counting words for loop %s", ctx.loop_id)
     return str(len(text.split()))
 
 
 def tool_log(call: HookCall) -> Callable[[HookResult], None]:
-    """Around every tool call: note the tool and its outcome when it ends."""
+    """Log each tool call's name and outcome (never its arguments)."""
+    return lambda result: log.info("%s: %s", call.tool_name, result.outcome.value)
 
-    def finish(result: HookResult) -> None:
-        TOOL_CALLS.append((call.tool_name, result.outcome.value))
-        log.info("tool %s ended %s", call.tool_name, result.outcome.value)
-
-    return finish
-
-
-HOOKS = HookSet(around=(Around(Operation.TOOL_CALL, tool_log),))
 
 support = Agent(
     name="support",
-    model="demo",
-    models=("demo-large",),
-    system_prompt="You are acme's support agent. Use the tools.",
+    model="demo",  # or "openai:gpt-4o-mini", "anthropic:claude-…"
+    models=("demo-large",),  # what `chat --model` may choose besides it
+    system_prompt="You are acme's support agent.",
     tools=[add, word_count],
-    hooks=HOOKS,
-    access=AccessRules(allow=["add"], ask=["word_count"]),
+    hooks=HookSet(around=(Around(Operation.TOOL_CALL, tool_log),)),
+    access=AccessRules(allow=["add"], ask=["word_count"]),  # anything else: deny
 )
 
 auditor = Agent(
     name="auditor",
     model="demo",
-    system_prompt="You are acme's auditor. You may count, never compute.",
     tools=[add, word_count],
-    hooks=HOOKS,
     access=AccessRules(allow=["word_count"], deny=["add"]),
 )
 
+
 careless = Agent(name="careless", model="demo", tools=[add])
-"""An agent without an access policy: the service warns, and denies every call."""
+"""No access policy: the service warns at start-up and denies every call."""
