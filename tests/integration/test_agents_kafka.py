@@ -280,11 +280,24 @@ async def test_example_agents_policy_models_and_shutdown(kafka_bootstrap: str) -
                 RejectReason.WRONG_AGENT,
                 "the loop is bound to agent 'support'",
             )
+            unbound = LoopId(uuid4())
             ghost = await session.submit_and_wait(
-                "add 1 1", loop_id=LoopId(uuid4()), agent="ghost", timeout=WAIT
+                "add 1 1", loop_id=unbound, agent="ghost", timeout=WAIT
             )
             assert isinstance(ghost.answer, TurnRejected)
             assert ghost.answer.reason is RejectReason.UNKNOWN_AGENT
+            # A refusal binds nothing: the next submit binds the loop.
+            bound = await session.submit_and_wait(
+                "add 1 1", loop_id=unbound, agent="auditor", timeout=WAIT
+            )
+            assert bound.status is TurnStatus.DONE
+            journal = await session.replay(unbound)
+            assert [e.type_name for e in journal][:3] == [
+                "TurnRejected",
+                "LoopStarted",
+                "TurnStarted",
+            ]
+            assert of(journal, LoopStarted)[0].header.agent_name == "auditor"
 
             # shutdown: later input is refused, durably.
             await session.stop_loop(denied)

@@ -483,3 +483,28 @@ async def test_restore_closes_open_gates_abandoned_then_interrupts() -> None:
     )
     assert resolved.header.step_id == opened.header.step_id
     assert isinstance(tail[1], TurnInterrupted)
+
+
+async def test_local_session_hosts_an_agent_with_its_policy() -> None:
+    """In process too, an agent's loop runs with its hooks and access policy:
+    an agent without one denies the call.
+    """
+    from turnstream.runtime import LocalSession
+
+    calls_made.clear()
+    model = ScriptedModel(
+        [tool_step(call("lookup", '{"key": "k"}', id="u1")), text_step("x")]
+    )
+    journal = InMemoryJournal()
+    session = LocalSession(journal=journal, hub=InMemoryHub(), clock=FixedClock())
+    async with session:
+        loop_id = await session.create_agent_loop(
+            Agent(name="bare", model="m", tools=[lookup]), model
+        )
+        await session.submit("go")
+        await session.wait_idle()
+    decided = [e for e in journal.events(loop_id) if isinstance(e, PermissionDecided)]
+    assert [(d.effect, d.reason) for d in decided] == [("deny", "access_gate_missing")]
+    started = [e for e in journal.events(loop_id) if isinstance(e, LoopStarted)]
+    assert started[0].header.agent_name == "bare"
+    assert calls_made == []
