@@ -5,7 +5,9 @@ flags over the environment once into the deployable's
 :class:`~turnstream.loop_actor.settings.ActorSettings` (Kafka security and
 secrets come from the environment only, see ``python -m turnstream.loop_actor
 --help``; the model's API key from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``).
-``run`` probes Kafka, optionally applies ``infra/topics.yaml``, serves
+``run`` loads the agents to host (``--agent package.module:attribute``, from the
+current directory; the built-in ``turnstream`` agent without it), probes Kafka,
+optionally applies ``infra/topics.yaml``, serves
 ``/metrics`` and ``/ready`` on ``--metrics-port`` (loopback by default; 0 turns
 it off), and runs :func:`~turnstream.loop_actor.run_service` until SIGTERM or
 Ctrl-C, which stop it in order. Several processes with the same ``--group``

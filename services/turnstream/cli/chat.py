@@ -7,8 +7,9 @@ replay), submit, then print the turn's events as they arrive -- token deltas
 inline, tool calls, the terminal -- and exit 0 on ``TurnDone``, 1 on
 ``TurnFailed`` or a rejected input, 130 on ``TurnInterrupted`` (Ctrl-C sends an
 ``Interrupt`` first), 2 on bad settings or missing topics, 3 when Kafka does not
-answer. The model is the loop actor's (``turnstream actor run --model``).
-Must not import aiokafka.
+answer. The agent and its models are the loop actor's (``turnstream actor run
+--agent``); ``--agent`` names the one a new loop is bound to, ``--model`` one of
+its allowed models for this turn. Must not import aiokafka.
 """
 
 from __future__ import annotations
