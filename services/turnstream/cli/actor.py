@@ -54,6 +54,7 @@ from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.admin.probe import check_broker
 from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
 from turnstream.loop_actor import ActorSettings, run_service
+from turnstream.loop_actor.agents import hosted_agents
 from turnstream.loop_actor.metrics_http import serve_health
 from turnstream.loop_actor.settings import ENV as ACTOR_ENV
 from turnstream.observability import configure_logging
@@ -269,9 +270,10 @@ def run(
                 "schema_dir": schema_dir,
             },
         )
+        if settings.agents and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # a user's agent package, like uvicorn's
+        hosted_agents(settings)  # a bad --agent is a usage error, before Kafka
     configure_logging(fmt, level=level)
-    if settings.agents and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # a user's agent package, like uvicorn's app
     with exit_on_errors(target.bootstrap):
         asyncio.run(
             _run(

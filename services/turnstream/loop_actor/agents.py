@@ -14,6 +14,7 @@ running. Part of the composition root.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 
 from turnstream.errors import ConfigError
@@ -46,6 +47,12 @@ def load_agent(path: str) -> Agent:
         raise ConfigError("agent", f"{path!r}: {module_name} has no {attribute!r}")
     if not isinstance(value, Agent) and callable(value):
         factory: Callable[[], object] = value
+        try:
+            inspect.signature(factory).bind()
+        except (TypeError, ValueError):
+            raise ConfigError(
+                "agent", f"{path!r} is a callable that needs arguments, not an Agent"
+            ) from None
         value = factory()
     if not isinstance(value, Agent):
         raise ConfigError(
