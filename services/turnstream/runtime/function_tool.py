@@ -7,7 +7,8 @@ argument is a pydantic model, from that model -- and every call's input is
 validated against it before the function runs. A parameter annotated
 :class:`~turnstream.runtime.ports.ToolContext` receives the call's context and
 is not part of the schema. Sync functions run in a worker thread, so they never
-block the loop's actor; coroutine functions are awaited.
+block the loop's actor (one that overruns the tool timeout keeps its thread
+until it returns; the call has failed by then); coroutine functions are awaited.
 
 What a function returns becomes the result: ``str`` as text, a
 :class:`~turnstream.runtime.ports.ToolOutput` as is, a pydantic model as its
