@@ -89,6 +89,8 @@ def build_service(
     def client_for(agent: Agent) -> ModelClient:
         if model is not None:
             return model
+        if agent.client is not None:
+            return agent.client  # the user's own (its owner closes it)
         if agent.model not in clients:
             key = settings.provider_keys.get(_provider(agent.model))
             key = key or settings.model_api_key

@@ -162,6 +162,8 @@ class Agent:
         reopen_after_shutdown: a submit after a client's ``Shutdown`` reopens
             the loop instead of being refused ``shutting_down``.
         display_name: a label carried by ``LoopStarted``.
+        client: a model client of your own (your endpoint, your credentials);
+            ``None``: the service builds one from ``model``.
     """
 
     name: str
@@ -179,6 +181,7 @@ class Agent:
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     reopen_after_shutdown: bool = False
     display_name: str = ""
+    client: ModelClient | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):

@@ -508,3 +508,15 @@ async def test_local_session_hosts_an_agent_with_its_policy() -> None:
     started = [e for e in journal.events(loop_id) if isinstance(e, LoopStarted)]
     assert started[0].header.agent_name == "bare"
     assert calls_made == []
+
+
+def test_build_service_uses_an_agents_own_client() -> None:
+    """Agent(client=...) is used as is; other agents get one built from model."""
+    from turnstream.loop_actor import ActorSettings, build_service
+
+    own = ScriptedModel([])
+    mine = Agent(name="mine", model="custom-model", client=own)
+    demo = Agent(name="demo", model="demo")
+    built = build_service(ActorSettings(bootstrap="127.0.0.1:1"), agents=[mine, demo])
+    assert built.host.setup_for(LoopId(uuid4()), "mine").model is own
+    assert built.models != () and own not in built.models
