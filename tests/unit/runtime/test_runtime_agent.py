@@ -519,4 +519,5 @@ def test_build_service_uses_an_agents_own_client() -> None:
     demo = Agent(name="demo", model="demo")
     built = build_service(ActorSettings(bootstrap="127.0.0.1:1"), agents=[mine, demo])
     assert built.host.setup_for(LoopId(uuid4()), "mine").model is own
-    assert built.models != () and own not in built.models
+    assert len(built.models) == 1
+    assert own not in built.models
