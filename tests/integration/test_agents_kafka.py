@@ -350,11 +350,13 @@ async def test_two_agents_keep_their_loops_across_a_kill_nine(
             auditor_loop = loop_on(session, victim)
             stopped_loop = loop_on(session, victim)
             gated_loop = loop_on(session, victim)
+            later_stopped = loop_on(session, victim)
 
             for loop_id, agent in (
                 (support_loop, "support"),
                 (auditor_loop, "auditor"),
                 (stopped_loop, "support"),
+                (later_stopped, "auditor"),
             ):
                 done = await session.submit_and_wait(
                     "add 2 3", loop_id=loop_id, agent=agent, timeout=WAIT
@@ -414,6 +416,20 @@ async def test_two_agents_keep_their_loops_across_a_kill_nine(
             )
             assert isinstance(late.answer, TurnRejected)
             assert late.answer.reason is RejectReason.SHUTTING_DOWN
+
+            # A Shutdown for a loop the survivor has not restored yet (loops
+            # come back lazily) still stops it for good.
+            await session.stop_loop(later_stopped)
+            await assert_eventually(
+                lambda: _has(session, later_stopped, "LoopStopped"),
+                timeout=WAIT,
+                message="LoopStopped not committed for a loop not yet restored",
+            )
+            after = await session.submit_and_wait(
+                "add 1 1", loop_id=later_stopped, timeout=WAIT
+            )
+            assert isinstance(after.answer, TurnRejected)
+            assert after.answer.reason is RejectReason.SHUTTING_DOWN
     finally:
         await session.close()
         await delete_topic_set(kafka_bootstrap, prefix)

@@ -326,11 +326,15 @@ class PartitionRunner:
             return live.actor
         if live is not None:
             del self._live[loop_id]
-        if not isinstance(command, SubmitInput):
-            return None  # only an input (re)starts a loop
-        ctx = self._ctx
-        setup = ctx.setup_for(loop_id, command.agent)
         journal = self.journal
+        # Only an input (re)starts a loop -- and a Shutdown of a known one, so
+        # that its LoopStopped is recorded whichever process restores it.
+        stop = isinstance(command, Shutdown) and journal.known(loop_id)
+        if not (isinstance(command, SubmitInput) or stop):
+            return None
+        ctx = self._ctx
+        asked = command.agent if isinstance(command, SubmitInput) else ""
+        setup = ctx.setup_for(loop_id, asked)
         try:
             if journal.known(loop_id):
                 state = await restore_loop(
@@ -355,7 +359,7 @@ class PartitionRunner:
                     ids=ctx.ids,
                     hooks=setup.hooks,
                     access_policy=setup.access_policy,
-                    announce=not announced,
+                    announce=not announced and not stop,
                 )
             else:
                 await journal.recover(loop_id)
