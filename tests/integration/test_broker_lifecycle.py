@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -123,3 +124,71 @@ def test_broker_that_dies_at_start_reports_its_log(
     assert "heap" in info.value.log_tail.lower()
     assert broken.running_pid() is None
     assert not broken.settings.pid_path.exists()
+
+
+def test_first_up_reports_the_fetch_and_times_only_the_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first `up` shows the jar download as it goes, and "ready in" leaves it out.
+
+    The fake ``mvn`` prints Maven's download and copy lines and copies the real
+    jars. The clock jumps 1,000 s when the fetch starts (a long download), so a
+    "ready in" that counted the fetch would show it.
+    """
+    cache = PROJECT_DIR / "infra" / "kafka" / ".cache" / "libs"
+    shared = BrokerSettings.for_project(PROJECT_DIR, {})
+    ensure_jars(shared)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mvn = bin_dir / "mvn"
+    mvn.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in -DoutputDirectory=*) '
+        'out="${a#-DoutputDirectory=}";; esac; done\n'
+        'echo "[INFO] Downloaded from central: https://repo/kafka_2.13-4.1.1.jar'
+        ' (6.5 MB at 3.2 MB/s)"\n'
+        f'for jar in "{cache}"/*.jar; do\n'
+        '  echo "[INFO] Copying $(basename "$jar") to $out/$(basename "$jar")"\n'
+        '  cp "$jar" "$out/"\n'
+        "done\n"
+    )
+    mvn.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    settings = replace(
+        shared,
+        libs_dir=tmp_path / "libs",
+        state_dir=tmp_path / "kafka",
+        client_port=_free_port(),
+        controller_port=_free_port(),
+        heap_min="128m",
+        heap_max="512m",
+        start_timeout=60.0,
+    )
+    jump = [0.0]
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        if line.startswith("fetching Kafka jars"):
+            jump[0] += 1000.0
+
+    lines: list[str] = []
+    broker = DevBroker(
+        settings,
+        probe=broker_answers,
+        env=os.environ,
+        progress=progress,
+        clock=lambda: time.monotonic() + jump[0],
+    )
+    try:
+        status = broker.up()
+    finally:
+        broker.down()
+
+    jars = sum(1 for _ in cache.glob("*.jar"))
+    assert status.started
+    assert status.seconds < 1000.0
+    assert "… 1 file downloaded (6.5 MB), 0 jars copied" in lines
+    assert any(line.startswith(f"fetched {jars} jars in ") for line in lines)
+    ready = [line for line in lines if line.startswith("broker ready at ")]
+    assert len(ready) == 1, lines
+    assert float(ready[0].rsplit(" in ", 1)[1].removesuffix(" s")) < 1000.0

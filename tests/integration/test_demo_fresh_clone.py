@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -152,3 +153,56 @@ def test_demo_runs_from_a_fresh_clone(kafka_bootstrap: str, tmp_path: Path) -> N
     ]
     assert between == [], f"the queued turn must chain right after TurnDone: {between}"
     assert kinds.count("ToolCallStarted") >= 2
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.timeout(300)
+def test_demo_on_a_fresh_broker_prints_no_error_line(tmp_path: Path) -> None:
+    """A first `make demo`: the demo's own new broker, and not one ERROR line.
+
+    On empty storage the group coordinator is not there at first; aiokafka logs
+    ``GroupCoordinatorNotAvailableError`` at ERROR and retries. That is not an
+    error for the person running the demo, so it must not reach the output.
+    """
+    copy = fresh_copy(tmp_path / "turnstream")
+    cache = (PROJECT_DIR / "infra" / "kafka" / ".cache").resolve()
+    (copy / "infra" / "kafka" / ".cache").symlink_to(cache)  # no jar download
+    env = copy_env(copy, "")
+    del env["KAFKA_BOOTSTRAP_SERVERS"]
+    env.update(
+        TURNSTREAM_BROKER_PORT=str(_free_port()),
+        TURNSTREAM_CONTROLLER_PORT=str(_free_port()),
+    )
+    command = [sys.executable, "-m", "turnstream.cli.main"]
+    try:
+        result = subprocess.run(  # noqa: S603 - our own interpreter, fixed arguments
+            [*command, "demo"],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+    finally:
+        subprocess.run(  # noqa: S603 - our own interpreter, fixed arguments
+            [*command, "broker", "down"],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+
+    output = f"{result.stdout}\n--- stderr ---\n{result.stderr}"
+    assert result.returncode == 0, output
+    assert "formatting broker storage" in result.stdout, output  # a fresh broker
+    assert "demo OK" in result.stdout, output
+    errors = [line for line in output.splitlines() if "ERROR" in line]
+    assert errors == [], output
+    assert "Traceback" not in output

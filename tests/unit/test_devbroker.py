@@ -220,6 +220,65 @@ def test_ensure_jars_fetches_once_then_reuses(
     assert any("fetching" in line for line in lines)
 
 
+_MAVEN_LIKE = (
+    'echo "[INFO] Scanning for projects..."\n'
+    'echo "[INFO] Downloading from central: https://repo/k/kafka_2.13-4.1.1.jar"\n'
+    'echo "[INFO] Downloaded from central: https://repo/k/kafka_2.13-4.1.1.jar'
+    ' (6.5 MB at 3.2 MB/s)"\n'
+    'echo "[INFO] Downloaded from central: https://repo/s/slf4j-api-1.7.36.jar'
+    ' (500 kB at 1.1 MB/s)"\n'
+    'for a in "$@"; do case "$a" in -DoutputDirectory=*) '
+    'out="${a#-DoutputDirectory=}";; esac; done\n'
+    'echo "[INFO] Copying kafka_2.13-4.1.1.jar to $out/kafka_2.13-4.1.1.jar"\n'
+    'touch "$out/kafka_2.13-4.1.1.jar"\n'
+    'echo "[INFO] Copying slf4j-api-1.7.36.jar to $out/slf4j-api-1.7.36.jar"\n'
+    'touch "$out/slf4j-api-1.7.36.jar"\n'
+    'echo "[INFO] BUILD SUCCESS"'
+)
+
+
+@pytest.mark.parametrize(
+    ("interval", "expected"),
+    [
+        pytest.param(
+            0.0,
+            [
+                "… 1 file downloaded (6.5 MB), 0 jars copied",
+                "… 2 files downloaded (7.0 MB), 0 jars copied",
+                "… 2 files downloaded (7.0 MB), 1 jar copied",
+                "… 2 files downloaded (7.0 MB), 2 jars copied",
+            ],
+            id="every-step",
+        ),
+        pytest.param(
+            3600.0, ["… 1 file downloaded (6.5 MB), 0 jars copied"], id="throttled"
+        ),
+    ],
+)
+def test_ensure_jars_reports_download_progress(
+    checkout: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    interval: float,
+    expected: list[str],
+) -> None:
+    """While Maven runs, its downloads and copies become progress lines (the
+    first at once, then one per interval) between 'fetching' and 'fetched'."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_mvn(bin_dir, _MAVEN_LIKE)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    settings = BrokerSettings.for_project(checkout, {})
+    lines: list[str] = []
+
+    cache = ensure_jars(settings, lines.append, progress_interval=interval)
+
+    assert cache.jar_count == 2
+    assert lines[0] == f"fetching Kafka jars with Maven into {settings.libs_dir} …"
+    assert lines[1:-1] == expected
+    assert lines[-1].startswith("fetched 2 jars in ")
+
+
 def test_ensure_jars_reports_maven_failure_tail(
     checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,7 +10,6 @@ Must not import aiokafka.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from rich.markup import escape
 
 from turnstream.devbroker import BrokerSettings, DevBroker, find_project_dir
 from turnstream.kafka import broker_answers
+from turnstream.observability.logs import set_verbose as observability_set_verbose
 
 __all__ = [
     "console",
@@ -36,18 +36,14 @@ err_console = Console(stderr=True, highlight=False)
 
 
 def set_verbose(verbose: bool) -> None:
-    """Show client library logs (aiokafka) only when asked for.
+    """Show client library logs (aiokafka) below WARNING only when asked for.
 
-    aiokafka logs every refused connection at ERROR, which would bury the one-line
-    message the CLI prints for an unreachable broker.
+    aiokafka logs every refused connection and every coordinator lookup it
+    retries at ERROR, which would bury the one-line message the CLI prints for an
+    unreachable broker: those are demoted to INFO (shown with ``-v``), and the
+    choice survives the ``configure_logging`` of the long-running commands.
     """
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("aiokafka").setLevel(
-        logging.INFO if verbose else logging.CRITICAL
-    )
+    observability_set_verbose(verbose)
 
 
 def project_dir() -> Path:

@@ -270,6 +270,8 @@ class DevCluster:
             if missing:
                 java = process.find_java(self._env)
                 ensure_jars(self.settings.nodes[0], self._progress)
+                # The jar fetch reports its own time; "ready in" is the JVMs'.
+                started = time.monotonic()
                 cluster_id = self._cluster_id()
                 for broker in missing:
                     broker.prepare(java, cluster_id)

@@ -2,8 +2,19 @@
 
 Owns :class:`LogFormat`, :class:`JsonFormatter` (one JSON object per record:
 ``ts``, ``level``, ``logger``, ``msg``, then the record's ``extra=`` fields),
-:class:`TextFormatter` (the same fields as ``key=value`` after the message) and
-:func:`configure_logging`, which installs one stderr handler on the root logger.
+:class:`TextFormatter` (the same fields as ``key=value`` after the message),
+:func:`configure_logging`, which installs one stderr handler on the root logger,
+and :func:`set_verbose`, the ``-v`` switch it remembers.
+
+Client libraries (aiokafka, kafka, faust, mode, httpx) log at WARNING unless
+verbose, through two handler filters (a logger's own filters never see its
+children's records, so they sit on the handler and match logger names):
+:class:`RetriableDemotion` turns a library's warning or error about a condition
+the library retries by itself (an exception with ``retriable = True``, a refused
+connection, a timeout) into INFO, and :class:`RepeatFilter` passes the first of
+a run of records with one logger and message template, then at most one per
+interval carrying ``repeated=N`` (how many it held back). :class:`ConditionLog`
+is for our own code: it logs a condition only when its state changes.
 
 Log lines carry ids, counts and kinds, never message contents or secrets: callers
 pass those as ``extra`` fields, and an extra whose name suggests contents or a
@@ -16,17 +27,27 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Final, TextIO
 
 __all__ = [
+    "LIBRARY_LOGGERS",
     "REDACTED",
+    "REPEAT_INTERVAL",
+    "ConditionLog",
     "JsonFormatter",
     "LogFormat",
+    "RepeatFilter",
+    "RetriableDemotion",
     "TextFormatter",
     "configure_logging",
+    "library_level",
     "record_fields",
+    "set_verbose",
 ]
 
 REDACTED: Final = "[redacted]"
@@ -51,7 +72,13 @@ _STANDARD: Final = frozenset(
     vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None))
 ) | {"message", "asctime", "taskName"}
 # Chatty client libraries: their INFO lines (connects, rebalances) are noise here.
-_LIBRARIES: Final = ("aiokafka", "kafka", "httpx", "httpcore")
+LIBRARY_LOGGERS: Final = ("aiokafka", "kafka", "faust", "mode", "httpx", "httpcore")
+# The longest a run of repeated library records stays silent.
+REPEAT_INTERVAL: Final = 30.0
+# How many distinct (logger, template) runs the repeat filter remembers.
+_REPEAT_KEYS: Final = 1024
+# ``-v``: set by :func:`set_verbose`, honoured by :func:`configure_logging`.
+_verbosity: dict[str, bool] = {"verbose": False}
 
 
 class LogFormat(StrEnum):
@@ -123,11 +150,170 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+def _matches(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(f"{p}.") for p in prefixes)
+
+
+def _transient(value: object) -> bool:
+    """An error the library itself retries: Kafka's ``retriable``, I/O, timeouts."""
+    if isinstance(value, OSError | TimeoutError):
+        return True
+    return (
+        isinstance(value, BaseException) and getattr(value, "retriable", False) is True
+    )
+
+
+def _arguments(record: logging.LogRecord) -> Iterable[object]:
+    args = record.args
+    if isinstance(args, tuple):
+        yield from args
+    elif args is not None:
+        yield from args.values()
+    if record.exc_info and record.exc_info[1] is not None:
+        yield record.exc_info[1]
+
+
+class RetriableDemotion(logging.Filter):
+    """Demote a library's warning or error about a retried condition to INFO.
+
+    aiokafka logs ``Group Coordinator Request failed: …NotAvailableError`` at
+    ERROR on every fresh broker, then retries and succeeds; an operator can do
+    nothing about it. A record from one of ``names`` whose arguments (or
+    exception) carry an error with ``retriable = True``, an ``OSError`` or a
+    timeout becomes INFO, and is dropped unless its logger is enabled for INFO
+    (``-v``). Our own code reports the state those errors add up to.
+    """
+
+    def __init__(self, names: Iterable[str] = LIBRARY_LOGGERS) -> None:
+        """Demote records of the loggers ``names`` and their children."""
+        super().__init__()
+        self._names = tuple(names)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` is still emitted (demoted if it was retriable)."""
+        if record.levelno < logging.WARNING or not _matches(record.name, self._names):
+            return True
+        if not any(_transient(arg) for arg in _arguments(record)):
+            return True
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+
+
+class RepeatFilter(logging.Filter):
+    """Pass the first of a run of like records, then one summary per interval.
+
+    Records are alike when they share a logger and a message template
+    (``record.msg`` before ``%`` formatting), so "Unable connect to node 1" and
+    "… node 2" are one run. Within ``interval`` seconds of the last record let
+    through, the rest are held back and counted; the first one after it passes
+    with the extra field ``repeated`` (how many were held back). A broker outage
+    thus costs one line per template every ``interval``, not one per retry.
+    """
+
+    def __init__(
+        self,
+        names: Iterable[str] = LIBRARY_LOGGERS,
+        *,
+        interval: float = REPEAT_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Rate-limit the loggers ``names`` (and children); ``()`` means all."""
+        super().__init__()
+        self._names = tuple(names)
+        self._interval = interval
+        self._clock = clock
+        # (logger, template, level) -> (when last let through, held back since)
+        self._runs: OrderedDict[tuple[str, str, int], tuple[float, int]] = OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` is emitted; a summary carries ``repeated=N``."""
+        if self._names and not _matches(record.name, self._names):
+            return True
+        key = (record.name, str(record.msg), record.levelno)
+        now = self._clock()
+        seen = self._runs.get(key)
+        if seen is not None and now - seen[0] < self._interval:
+            self._runs[key] = (seen[0], seen[1] + 1)
+            return False
+        if seen is not None and seen[1]:
+            record.__dict__["repeated"] = seen[1]
+        self._runs[key] = (now, 0)
+        self._runs.move_to_end(key)
+        while len(self._runs) > _REPEAT_KEYS:
+            self._runs.popitem(last=False)
+        return True
+
+
+class ConditionLog:
+    """Log a condition once per change of state, not once per observation.
+
+    ``update("unreachable", …)`` logs when the state differs from the last one
+    reported, and returns whether it did; the same state again is silent. For
+    retriable conditions such as a broker that does not answer.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        """Report through ``logger``."""
+        self._logger = logger
+        self._state: str | None = None
+
+    @property
+    def state(self) -> str | None:
+        """The last state reported, ``None`` before the first."""
+        return self._state
+
+    def update(
+        self,
+        state: str,
+        message: str,
+        *,
+        level: int = logging.WARNING,
+        extra: dict[str, object] | None = None,
+    ) -> bool:
+        """Log ``message`` at ``level`` if ``state`` is new; return whether it was."""
+        if state == self._state:
+            return False
+        self._state = state
+        self._logger.log(level, message, extra={"state": state, **(extra or {})})
+        return True
+
+
+def library_level(verbose: bool) -> int:
+    """The level of the client libraries: INFO with ``-v``, else WARNING."""
+    return logging.INFO if verbose else logging.WARNING
+
+
+def _install_filters(handler: logging.Handler) -> None:
+    handler.addFilter(RetriableDemotion())
+    handler.addFilter(RepeatFilter())
+
+
+def set_verbose(verbose: bool) -> None:
+    """Remember ``-v`` and apply it: the libraries' level, a fallback handler.
+
+    :func:`configure_logging` called afterwards keeps the libraries at the level
+    chosen here. Until it runs (commands that only print), a plain stderr
+    handler with the library filters shows warnings and errors.
+    """
+    _verbosity["verbose"] = verbose
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        )
+        _install_filters(handler)
+        root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(library_level(verbose))
+
+
 def configure_logging(
     log_format: LogFormat,
     *,
     level: int = logging.INFO,
-    libraries: int = logging.WARNING,
+    libraries: int | None = None,
     stream: TextIO | None = None,
 ) -> logging.Handler:
     """Install one handler on the root logger (replacing existing ones).
@@ -135,20 +321,24 @@ def configure_logging(
     Args:
         log_format: JSON lines or text.
         level: the root logger's level.
-        libraries: the level of chatty client libraries (aiokafka, httpx).
+        libraries: the level of chatty client libraries (aiokafka, faust …);
+            by default WARNING, or INFO after ``set_verbose(True)``.
         stream: where to write; stderr by default (stdout is for program output).
 
     Returns:
-        The installed handler.
+        The installed handler, with :class:`RetriableDemotion` and
+        :class:`RepeatFilter` on the library loggers.
     """
     handler = logging.StreamHandler(stream or sys.stderr)
     formatter = JsonFormatter() if log_format is LogFormat.JSON else TextFormatter()
     handler.setFormatter(formatter)
+    _install_filters(handler)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    for name in _LIBRARIES:
-        logging.getLogger(name).setLevel(libraries)
+    chosen = library_level(_verbosity["verbose"]) if libraries is None else libraries
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(chosen)
     return handler

@@ -1,4 +1,7 @@
-"""Structured logs: one JSON object per line, extras kept, contents redacted."""
+"""Structured logs: one JSON object per line, extras kept, contents redacted.
+
+Also the library filters: retried conditions demoted, repeats rate-limited.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,18 @@ import json
 import logging
 
 import pytest
+from aiokafka import errors as kafka_errors
 
-from turnstream.observability.logs import REDACTED, LogFormat, configure_logging
+from turnstream.observability.logs import (
+    LIBRARY_LOGGERS,
+    REDACTED,
+    ConditionLog,
+    LogFormat,
+    RepeatFilter,
+    TextFormatter,
+    configure_logging,
+    set_verbose,
+)
 
 
 @pytest.fixture
@@ -83,3 +96,216 @@ def test_configure_logging_quiets_client_libraries(restore_root: object) -> None
     configure_logging(LogFormat.TEXT, stream=io.StringIO(), libraries=logging.ERROR)
 
     assert logging.getLogger("aiokafka").level == logging.ERROR
+
+
+@pytest.fixture
+def quiet_libraries(restore_root: object) -> object:
+    """Restore ``-v`` and the library loggers' levels after the test."""
+    levels = {name: logging.getLogger(name).level for name in LIBRARY_LOGGERS}
+    yield restore_root
+    set_verbose(False)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.mark.parametrize(
+    ("verbose", "expected"),
+    [
+        pytest.param(False, logging.WARNING, id="quiet"),
+        pytest.param(True, logging.INFO, id="verbose"),
+    ],
+)
+def test_configure_logging_keeps_the_verbosity_set_before(
+    quiet_libraries: object, verbose: bool, expected: int
+) -> None:
+    """``-v`` (``set_verbose``) survives the command's ``configure_logging``."""
+    set_verbose(verbose)
+    configure_logging(LogFormat.TEXT, stream=io.StringIO())
+
+    levels = {name: logging.getLogger(name).level for name in LIBRARY_LOGGERS}
+    assert levels == dict.fromkeys(
+        ("aiokafka", "kafka", "faust", "mode", "httpx", "httpcore"), expected
+    )
+
+
+def test_retried_coordinator_error_is_not_an_error_line(
+    quiet_libraries: object,
+) -> None:
+    """aiokafka's ERROR about a coordinator it retries is hidden without ``-v``.
+
+    This is the line a fresh broker printed among the demo's lines.
+    """
+    set_verbose(False)
+    stream = io.StringIO()
+    configure_logging(LogFormat.TEXT, stream=stream)
+
+    logging.getLogger("aiokafka.consumer.group_coordinator").error(
+        "Group Coordinator Request failed: %s",
+        kafka_errors.GroupCoordinatorNotAvailableError(),
+    )
+    logging.getLogger("aiokafka.client").error(
+        'Unable connect to "%s:%s": %s',
+        "127.0.0.1",
+        9,
+        ConnectionRefusedError(111, "refused"),
+    )
+
+    assert stream.getvalue() == ""
+
+
+def test_retried_error_is_info_with_verbose(quiet_libraries: object) -> None:
+    """With ``-v`` the retried condition is shown, as INFO."""
+    set_verbose(True)
+    stream = io.StringIO()
+    configure_logging(LogFormat.JSON, stream=stream)
+
+    logging.getLogger("aiokafka.consumer.group_coordinator").error(
+        "Group Coordinator Request failed: %s",
+        kafka_errors.GroupCoordinatorNotAvailableError(),
+    )
+
+    entry = json.loads(stream.getvalue())
+    assert entry["level"] == "info"
+    assert entry["logger"] == "aiokafka.consumer.group_coordinator"
+    assert entry["msg"].startswith("Group Coordinator Request failed: ")
+
+
+@pytest.mark.parametrize(
+    ("logger", "argument"),
+    [
+        pytest.param(
+            "aiokafka.consumer.group_coordinator",
+            kafka_errors.GroupAuthorizationFailedError(),
+            id="library-fatal-error",
+        ),
+        pytest.param(
+            "turnstream.kafka.actor", ConnectionRefusedError(111, "x"), id="own-logger"
+        ),
+    ],
+)
+def test_errors_that_are_not_retried_stay_errors(
+    quiet_libraries: object, logger: str, argument: BaseException
+) -> None:
+    """Only a library's retriable conditions are demoted; the rest stay ERROR."""
+    set_verbose(False)
+    stream = io.StringIO()
+    configure_logging(LogFormat.JSON, stream=stream)
+
+    logging.getLogger(logger).error("failed: %s", argument)
+
+    assert json.loads(stream.getvalue())["level"] == "error"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _limited(clock: _Clock) -> tuple[logging.Logger, io.StringIO]:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(TextFormatter())
+    handler.addFilter(RepeatFilter(("aiokafka",), interval=30.0, clock=clock))
+    logger = logging.getLogger(f"aiokafka.test-{id(clock)}")
+    logger.handlers = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    return logger, stream
+
+
+def _messages(stream: io.StringIO) -> list[str]:
+    return [line.split(": ", 1)[1] for line in stream.getvalue().splitlines()]
+
+
+def test_repeat_filter_logs_the_first_then_a_summary_per_interval() -> None:
+    """One template repeated: the first line, then ``repeated=N`` after 30 s."""
+    clock = _Clock()
+    logger, stream = _limited(clock)
+
+    for node in range(5):  # one template, different arguments
+        logger.warning("Unable connect to node with id %s", node)
+        clock.now += 5.0
+    assert _messages(stream) == ["Unable connect to node with id 0"]
+
+    clock.now = 130.0  # 30 s after the first line
+    logger.warning("Unable connect to node with id %s", 7)
+    clock.now += 1.0
+    logger.warning("Unable connect to node with id %s", 8)
+
+    assert _messages(stream) == [
+        "Unable connect to node with id 0",
+        "Unable connect to node with id 7 repeated=4",
+    ]
+
+    clock.now = 161.0  # next interval: one held back since the summary
+    logger.warning("Unable connect to node with id %s", 9)
+    clock.now = 200.0  # and then a quiet interval: no count to report
+    logger.warning("Unable connect to node with id %s", 10)
+
+    assert _messages(stream)[2:] == [
+        "Unable connect to node with id 9 repeated=1",
+        "Unable connect to node with id 10",
+    ]
+
+
+def test_repeat_filter_keeps_templates_levels_and_other_loggers_apart() -> None:
+    """Another template or level is a run of its own; other loggers pass."""
+    clock = _Clock()
+    logger, stream = _limited(clock)
+    own = logging.getLogger("turnstream.test-repeat")
+    own_stream = io.StringIO()
+    own_handler = logging.StreamHandler(own_stream)
+    own_handler.addFilter(RepeatFilter(("aiokafka",), clock=clock))
+    own.handlers = [own_handler]
+    own.propagate = False
+
+    logger.warning("heartbeat failed: %s", "a")
+    logger.warning("heartbeat failed: %s", "b")
+    logger.warning("fetch failed: %s", "a")
+    logger.error("heartbeat failed: %s", "c")
+    own.warning("kept %s", 1)
+    own.warning("kept %s", 2)
+
+    assert _messages(stream) == [
+        "heartbeat failed: a",
+        "fetch failed: a",
+        "heartbeat failed: c",
+    ]
+    assert own_stream.getvalue().splitlines() == ["kept 1", "kept 2"]
+
+
+class _Recording(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_condition_log_reports_each_change_of_state_once() -> None:
+    """The same state again is silent; a new state is one line with ``state``."""
+    handler = _Recording()
+    records = handler.records
+    logger = logging.getLogger("turnstream.test-condition")
+    logger.handlers = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    condition = ConditionLog(logger)
+
+    changes = [
+        condition.update("unreachable", "kafka unreachable"),
+        condition.update("unreachable", "kafka unreachable"),
+        condition.update("reachable", "kafka reachable again", level=logging.INFO),
+        condition.update("reachable", "kafka reachable again", level=logging.INFO),
+    ]
+
+    assert changes == [True, False, True, False]
+    assert [(r.getMessage(), r.levelname, r.__dict__["state"]) for r in records] == [
+        ("kafka unreachable", "WARNING", "unreachable"),
+        ("kafka reachable again", "INFO", "reachable"),
+    ]
+    assert condition.state == "reachable"
