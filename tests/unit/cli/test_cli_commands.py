@@ -67,6 +67,7 @@ KAFKA_COMMANDS = [
     pytest.param(["demo"], id="demo"),
     pytest.param(["topics", "apply"], id="topics-apply"),
     pytest.param(["smoke"], id="smoke"),
+    pytest.param(["analytics", "run", "--no-web"], id="analytics-run"),
 ]
 
 
@@ -108,6 +109,37 @@ def test_every_kafka_command_connects_with_the_security_flags(
 
     assert result.exit_code == 3, result.output
     assert listener.first_bytes() == {TLS_HANDSHAKE}
+
+
+@pytest.mark.parametrize("args", KAFKA_COMMANDS)
+def test_sasl_flags_with_the_password_in_the_environment_connect(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """SASL_SSL flags plus TURNSTREAM_KAFKA_SASL_PASSWORD are validated together:
+    the command starts a TLS handshake instead of exiting 2, and the password
+    shows nowhere in its output."""
+    monkeypatch.setenv("TURNSTREAM_KAFKA_SASL_PASSWORD", "pw-only-in-env")
+    with first_bytes_listener() as listener:
+        result = runner.invoke(
+            app,
+            [
+                *args,
+                "--bootstrap",
+                listener.bootstrap,
+                "--timeout",
+                "5",
+                "--security-protocol",
+                "SASL_SSL",
+                "--sasl-mechanism",
+                "SCRAM-SHA-512",
+                "--sasl-username",
+                "actor",
+            ],
+        )
+
+    assert result.exit_code == 3, result.output
+    assert listener.first_bytes() == {TLS_HANDSHAKE}
+    assert "pw-only-in-env" not in result.output
 
 
 def test_security_settings_also_come_from_the_environment(
