@@ -67,7 +67,7 @@ METADATA_POLL_S: Final = 0.1
 
 
 def _credentials(auth: KafkaAuth) -> dict[str, Any]:
-    """faust's ``broker_credentials`` for ``auth`` (nothing for plaintext).
+    """The ``broker_credentials`` faust needs for ``auth`` (none for plaintext).
 
     faust hands the credentials to every client it builds -- consumers, the
     (transactional) producers and the admin client that creates the topics.
