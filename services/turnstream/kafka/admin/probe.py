@@ -263,7 +263,13 @@ async def describe_replication(admin: Any, conn: KafkaConnection) -> ClusterRepl
     )
 
 
-def broker_answers(bootstrap: str, timeout: float = 5.0, *, brokers: int = 1) -> bool:
+def broker_answers(
+    bootstrap: str,
+    timeout: float = 5.0,
+    *,
+    brokers: int = 1,
+    security: KafkaSecurity | None = None,
+) -> bool:
     """Synchronous readiness probe for ``turnstream.devbroker.DevBroker``.
 
     Must be called from a thread without a running event loop.
@@ -272,12 +278,13 @@ def broker_answers(bootstrap: str, timeout: float = 5.0, *, brokers: int = 1) ->
         bootstrap: the broker's ``host:port`` (or a cluster's list).
         timeout: bound for the connect and for each admin call.
         brokers: how many brokers must be registered (a cluster's node count).
+        security: how to log in (a secured broker's admin); plaintext by default.
     """
     conn = KafkaConnection(
         bootstrap=bootstrap, request_timeout=timeout, connect_timeout=timeout
     )
     try:
-        info = asyncio.run(check_broker(conn))
+        info = asyncio.run(check_broker(conn, security=security))
     except BrokerUnreachableError:
         return False
     return len(info.broker_ids) >= brokers
