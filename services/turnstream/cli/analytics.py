@@ -219,7 +219,8 @@ def run(
 
     Needs the analytics extra (pip install -e '.[analytics]'). The Kafka security
     flags and TURNSTREAM_KAFKA_* variables are the other commands'. Exit codes: 0
-    clean stop, 1 failure, 2 bad settings or the extra missing.
+    clean stop, 1 failure, 2 bad settings or the extra missing, 3 Kafka
+    unreachable, 4 login refused, 5 TLS failed, 6 ACL denied.
     """
     with exit_on_errors():
         fmt = parse_log_format(log_format)

@@ -21,6 +21,9 @@ from turnstream.errors import ConfigError, TransportError
 from turnstream.kafka.errors import (
     BrokerUnreachableError,
     ConfigMismatch,
+    KafkaAuthenticationError,
+    KafkaAuthorizationError,
+    KafkaTlsError,
     TopicAlterError,
     TopicConfigMismatchError,
     TopicCreateError,
@@ -229,12 +232,45 @@ _SAFE = ConfigMismatch("t", "max.message.bytes", "8454144", "1048588")
             "round trip failed",
             id="refused",
         ),
+        pytest.param(
+            KafkaAuthenticationError(
+                "h:1",
+                username="actor",
+                mechanism="SCRAM-SHA-512",
+                detail="invalid credentials",
+                fix="check the password",
+            ),
+            ExitCode.AUTHENTICATION,
+            "refused the SCRAM-SHA-512 login of user 'actor'",
+            id="login-refused",
+        ),
+        pytest.param(
+            KafkaTlsError(
+                "h:1", problem="hostname_mismatch", detail="not for h", fix="reissue"
+            ),
+            ExitCode.TLS,
+            "TLS with Kafka at h:1 failed: not for h; reissue [kafka_tls]",
+            id="tls",
+        ),
+        pytest.param(
+            KafkaAuthorizationError(
+                principal="User:actor",
+                permission="Write",
+                resource_type="Topic",
+                resource="turnstream.loops.v1",
+                operation="commit on partition 0",
+            ),
+            ExitCode.AUTHORIZATION,
+            "User:actor lacks Write on Topic turnstream.loops.v1",
+            id="acl-denied",
+        ),
     ],
 )
 def test_explain_maps_errors_to_the_shared_exit_codes(
     error: Exception, code: ExitCode, fragment: str
 ) -> None:
-    """2 usage/config, 3 unreachable, 1 mismatch or a failed operation."""
+    """2 usage/config, 3 unreachable, 1 mismatch or a failed operation, 4 login
+    refused, 5 TLS failed, 6 ACL denied."""
     message, found = explain(error, "h:1")
 
     assert found is code
