@@ -275,6 +275,8 @@ async def _closed(
                 fix="use SSL or SASL_SSL (" + _SECURITY_FLAGS + ")",
             )
         return None
+    if not await _speaks_tls(host, port, conn.connect_timeout):
+        return None
     if security.sasl_mechanism is None:
         return KafkaTlsError(
             conn.bootstrap,
