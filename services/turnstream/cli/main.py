@@ -12,7 +12,17 @@ from typing import Annotated
 import typer
 
 from turnstream import __version__
-from turnstream.cli import actor, analytics, broker, chat, demo, smoke, tail, topics
+from turnstream.cli import (
+    acls,
+    actor,
+    analytics,
+    broker,
+    chat,
+    demo,
+    smoke,
+    tail,
+    topics,
+)
 from turnstream.cli._common import set_verbose
 
 __all__ = ["app", "main"]
@@ -61,6 +71,7 @@ app.add_typer(analytics.app, name="analytics")
 app.command(name="chat")(chat.chat)
 app.command(name="tail")(tail.tail)
 app.command(name="demo")(demo.demo)
+app.command(name="acls")(acls.acls)
 
 
 def main() -> None:
