@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import struct
 from typing import Final
 
 from aiokafka.conn import create_conn
@@ -267,7 +268,7 @@ async def _closed(
 ) -> TransportError | None:
     """The broker hung up: tell a TLS listener from one that wants SASL."""
     if not security.uses_tls:
-        if await _speaks_tls(host, port, conn.connect_timeout):
+        if await _answers_with_tls_alert(host, port, conn.connect_timeout):
             return KafkaTlsError(
                 conn.bootstrap,
                 problem="listener_is_tls",
@@ -287,6 +288,34 @@ async def _closed(
             "in TURNSTREAM_KAFKA_SASL_PASSWORD)",
         )
     return None
+
+
+# A plaintext ApiVersions v0 request (correlation id 1, client id "turnstream").
+_CLIENT_ID: Final = b"turnstream"
+_API_VERSIONS: Final = struct.pack(">hhih", 18, 0, 1, len(_CLIENT_ID)) + _CLIENT_ID
+_TLS_ALERT: Final = b"\x15\x03"
+
+
+async def _answers_with_tls_alert(host: str, port: int, seconds: float) -> bool:
+    """Whether a plaintext request to ``host:port`` is answered by a TLS alert.
+
+    A TLS listener answers bytes that are no TLS record with an alert record
+    (content type 21, version 3.x); a plaintext Kafka listener with a response.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                writer.write(struct.pack(">i", len(_API_VERSIONS)) + _API_VERSIONS)
+                await writer.drain()
+                first = await reader.read(len(_TLS_ALERT))
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+    except (TimeoutError, OSError):
+        return False
+    return first == _TLS_ALERT
 
 
 async def _speaks_tls(host: str, port: int, seconds: float) -> bool:
