@@ -86,15 +86,21 @@ def _cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
+async def _get(url: str) -> httpx.Response:
+    try:
+        async with httpx.AsyncClient() as http:
+            return await http.get(url)
+    except httpx.TransportError as exc:
+        raise AssertionError(f"{url}: {exc!r}") from exc
+
+
 async def _ready(port: int) -> None:
-    async with httpx.AsyncClient() as http:
-        response = await http.get(f"http://127.0.0.1:{port}/ready")
+    response = await _get(f"http://127.0.0.1:{port}/ready")
     assert response.status_code == 200, response.text
 
 
 async def _turns_counted(port: int, at_least: int) -> dict[str, Any]:
-    async with httpx.AsyncClient() as http:
-        response = await http.get(f"http://127.0.0.1:{port}/turnstream/stats/")
+    response = await _get(f"http://127.0.0.1:{port}/turnstream/stats/")
     assert response.status_code == 200, response.text
     totals: dict[str, Any] = response.json()["totals"]
     assert totals["turns_done"] >= at_least, totals
@@ -146,7 +152,12 @@ async def test_actor_chat_tail_and_analytics_complete_a_turn(
             client_env,
         )
         assert code == ExitCode.OK, tail_out
-        assert "TurnDone" in tail_out or "done" in tail_out.lower(), tail_out
+        lines = tail_out.splitlines()
+        assert any(
+            "TurnStarted" in line and 'input="hello secure world"' in line
+            for line in lines
+        ), tail_out
+        assert sum("TurnDone" in line for line in lines) == 1, tail_out
 
         analytics_flags, analytics_env = settings("analytics")
         web = _free_port()
