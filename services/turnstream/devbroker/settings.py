@@ -99,7 +99,8 @@ class BrokerSettings:
     stop_timeout: float = 30.0
     node_id: int = 1
     quorum_ports: tuple[int, ...] = ()
-    extra_properties: tuple[tuple[str, str], ...] = ()
+    # Hidden from repr: a secured broker's properties hold its passwords.
+    extra_properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     scram_users: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
