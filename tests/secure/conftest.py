@@ -37,7 +37,15 @@ _TLS_CLOSE_RACE = (
     r"ignore:Exception ignored in.*(socket\.socket|_SelectorTransport)"
     ":pytest.PytestUnraisableExceptionWarning"
 )
-USERS = ("admin", "actor", "client", "analytics", "actor-noloops", "actor-notxn")
+USERS = (
+    "admin",
+    "actor",
+    "client",
+    "analytics",
+    "actor-noloops",
+    "actor-notxn",
+    "reader",
+)
 
 
 def _asked_for(config: pytest.Config, here: Path) -> bool:

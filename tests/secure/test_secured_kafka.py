@@ -31,7 +31,15 @@ from tests.support.eventually import assert_eventually
 from tests.support.secure import TURNSTREAM, SecureKafka, clean_env, invoke
 
 from turnstream.cli.settings import ExitCode
-from turnstream.kafka.admin.acls import Role, RoleNames, apply_acls, role_acls
+from turnstream.kafka.admin.acls import (
+    Acl,
+    AclOperation,
+    ResourceType,
+    Role,
+    RoleNames,
+    apply_acls,
+    role_acls,
+)
 from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.topology import TopicNames
@@ -281,6 +289,45 @@ MISCONFIGURATIONS = [
         id="tls-without-sasl",
     ),
 ]
+
+
+def test_a_client_missing_a_permission_is_told_which(
+    secure_kafka: SecureKafka,
+) -> None:
+    """A principal with the client's grants but Write on commands (it may see the
+    topic): chat exits 6 naming Write on it, not an unconfirmed send that "may
+    still arrive"; one that may not even see the commands topic is told so."""
+    topics = TopicNames()
+    reads = [
+        acl
+        for acl in role_acls(Role.CLIENT, "User:reader", RoleNames(topics=topics))
+        if acl.operation.label != "Write"
+    ]
+    reads.append(
+        Acl(
+            principal="User:reader",
+            operation=AclOperation.DESCRIBE,
+            resource_type=ResourceType.TOPIC,
+            resource=topics.commands,
+        )
+    )
+    asyncio.run(
+        apply_acls(
+            secure_kafka.connection(), reads, security=secure_kafka.security("admin")
+        )
+    )
+
+    cases = {
+        "reader": "User:reader lacks Write on Topic turnstream.commands.v1",
+        "analytics": "User:analytics lacks Describe on Topic turnstream.commands.v1",
+    }
+    for user, message in cases.items():
+        code, output = invoke(
+            ["chat", "hi", "--timeout", "10", *secure_kafka.flags(user)],
+            secure_kafka.password_env(user),
+        )
+        assert code == ExitCode.AUTHORIZATION, output
+        assert message in " ".join(output.split()), output
 
 
 @pytest.mark.parametrize(("change", "code", "message"), MISCONFIGURATIONS)

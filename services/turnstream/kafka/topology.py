@@ -90,10 +90,6 @@ async def partition_counts(
     counts: dict[str, int] = {}
     for entry in described:
         name = str(entry["topic"])
-        if int(entry["error_code"]) == _UNKNOWN_TOPIC or not entry["partitions"]:
-            raise ConfigError(
-                "topics", f"topic {name} does not exist (run `turnstream topics apply`)"
-            )
         if int(entry["error_code"]) == _TOPIC_AUTHORIZATION_FAILED:
             raise KafkaAuthorizationError(
                 principal=principal(clients.security),
@@ -101,6 +97,10 @@ async def partition_counts(
                 resource_type="Topic",
                 resource=name,
                 operation="describe topics",
+            )
+        if int(entry["error_code"]) == _UNKNOWN_TOPIC or not entry["partitions"]:
+            raise ConfigError(
+                "topics", f"topic {name} does not exist (run `turnstream topics apply`)"
             )
         if int(entry["error_code"]) != 0:
             raise ConfigError("topics", f"topic {name}: error {entry['error_code']}")
