@@ -24,8 +24,9 @@ KEY = "sk-test-not-a-real-key-0123456789"
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
-    """0 done, 1 failed, 2 usage, 3 unreachable, 130 interrupted."""
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 130]
+    """0 done, 1 failed, 2 usage, 3 unreachable, 4 login refused, 5 TLS failed,
+    6 ACL denied, 130 interrupted."""
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 6, 130]
 
 
 @pytest.mark.parametrize(
