@@ -210,7 +210,45 @@ def run(
         _tuning(
             "--session-timeout-ms",
             "session_timeout_ms",
-            "Consumer-group session timeout in ms (>= 6000, default 10000).",
+            "Consumer-group session timeout in ms (>= 6000, default 8000): how "
+            "long a crashed actor's partitions wait before another actor takes "
+            "them, unless its replacement (same instance id) comes first.",
+        ),
+    ] = None,
+    heartbeat_interval_ms: Annotated[
+        str | None,
+        _tuning(
+            "--heartbeat-interval-ms",
+            "heartbeat_interval_ms",
+            "Consumer heartbeat in ms (default 1000; at most a third of the "
+            "session timeout).",
+        ),
+    ] = None,
+    rebalance_timeout_ms: Annotated[
+        str | None,
+        _tuning(
+            "--rebalance-timeout-ms",
+            "rebalance_timeout_ms",
+            "How long a rebalance waits for members to rejoin, in ms (default 10000).",
+        ),
+    ] = None,
+    drain_timeout: Annotated[
+        str | None,
+        _tuning(
+            "--drain-timeout",
+            "drain_timeout",
+            "Seconds running turns may take to finish on SIGTERM before they are "
+            "interrupted and the partitions handed over (default 30).",
+        ),
+    ] = None,
+    instance_id: Annotated[
+        str | None,
+        _tuning(
+            "--instance-id",
+            "instance_id",
+            "Static group membership: auto (default: <host>-<slot>, the lowest "
+            "free local slot, so a restarted actor takes its partitions back "
+            "without a rebalance), none (dynamic), or an explicit unique id.",
         ),
     ] = None,
     commit_deadline: Annotated[
@@ -250,6 +288,10 @@ def run(
             tuning={
                 "txn_prefix": txn_prefix,
                 "session_timeout_ms": session_timeout_ms,
+                "heartbeat_interval_ms": heartbeat_interval_ms,
+                "rebalance_timeout_ms": rebalance_timeout_ms,
+                "drain_timeout": drain_timeout,
+                "instance_id": instance_id,
                 "commit_deadline": commit_deadline,
                 "schema_dir": schema_dir,
             },

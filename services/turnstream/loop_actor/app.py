@@ -24,6 +24,7 @@ from turnstream.kafka.actor.writer import WriterSettings
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.topology import TopicNames
+from turnstream.loop_actor.instance import claim_instance
 from turnstream.loop_actor.settings import ActorSettings
 from turnstream.loop_actor.tools import tool_set
 from turnstream.models import model_from_spec
@@ -62,11 +63,14 @@ def build_service(
     *,
     metrics: ServiceMetrics | None = None,
     model: ModelClient | None = None,
+    group_instance_id: str | None = None,
 ) -> Built:
     """Wire the service from its settings (nothing is started).
 
     Args:
         settings: the deployable's settings.
+        group_instance_id: the static member id (``None``: dynamic); see
+            :func:`~turnstream.loop_actor.instance.claim_instance`.
         metrics: where counters go (a fresh object by default).
         model: a model client to use instead of the one ``settings.model``
             names (tests inject scripted models here).
@@ -105,8 +109,11 @@ def build_service(
             prefix=settings.topic_prefix, suffix=settings.topic_suffix
         ),
         txn_prefix=settings.txn_prefix,
+        group_instance_id=group_instance_id,
         session_timeout_ms=settings.session_timeout_ms,
-        heartbeat_interval_ms=max(settings.session_timeout_ms // 3, 500),
+        heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        rebalance_timeout_ms=settings.rebalance_timeout_ms,
+        drain_timeout=settings.drain_timeout,
         writer=WriterSettings(commit_deadline=settings.commit_deadline),
     )
 
@@ -152,14 +159,21 @@ async def run_service(
         ConfigError: invalid settings or topics.
         TransportError: Kafka failed in a way the service cannot survive.
     """
-    built = build_service(settings, metrics=metrics)
-    if on_start is not None:
-        on_start(built.service)
-    _log.info(
-        "loop actor starting: group %s, model %s",
-        settings.group_id,
-        _model_name(settings.model),
-    )
-    async with _closing(built.model):
-        await built.service.run()
+    claim = claim_instance(settings.instance_id, settings.group_id)
+    try:
+        built = build_service(
+            settings, metrics=metrics, group_instance_id=claim.instance_id
+        )
+        if on_start is not None:
+            on_start(built.service)
+        _log.info(
+            "loop actor starting: group %s, model %s, instance %s",
+            settings.group_id,
+            _model_name(settings.model),
+            claim.instance_id or "dynamic",
+        )
+        async with _closing(built.model):
+            await built.service.run()
+    finally:
+        claim.release()
     _log.info("loop actor stopped")

@@ -49,6 +49,10 @@ ENV = {
     "system_prompt": "TURNSTREAM_SYSTEM_PROMPT",
     "txn_prefix": "TURNSTREAM_TXN_PREFIX",
     "session_timeout_ms": "TURNSTREAM_SESSION_TIMEOUT_MS",
+    "heartbeat_interval_ms": "TURNSTREAM_HEARTBEAT_INTERVAL_MS",
+    "rebalance_timeout_ms": "TURNSTREAM_REBALANCE_TIMEOUT_MS",
+    "drain_timeout": "TURNSTREAM_DRAIN_TIMEOUT",
+    "instance_id": "TURNSTREAM_INSTANCE_ID",
     "request_timeout": "TURNSTREAM_KAFKA_TIMEOUT",
     "commit_deadline": "TURNSTREAM_COMMIT_DEADLINE",
     "schema_dir": "TURNSTREAM_SCHEMA_DIR",
@@ -88,7 +92,16 @@ class ActorSettings:
         tools: the tool set: ``demo`` or ``none``.
         system_prompt: sent with every model request.
         txn_prefix: prefix of the transactional ids.
-        session_timeout_ms: consumer-group session timeout.
+        session_timeout_ms: consumer-group session timeout: how long a crashed
+            actor's partitions wait before another actor takes them (unless
+            its replacement, with the same instance id, comes first).
+        heartbeat_interval_ms: consumer heartbeat period (below a third of
+            the session timeout).
+        rebalance_timeout_ms: how long a rebalance waits for members to rejoin.
+        drain_timeout: seconds running turns may take to finish on SIGTERM
+            before they are interrupted and the partitions handed over.
+        instance_id: ``auto`` (static membership, ``<host>-<slot>``), ``none``
+            (dynamic membership) or an explicit static instance id.
         request_timeout: seconds per Kafka call.
         commit_deadline: seconds a commit may retry before it fails.
         schema_dir: the Avro schema directory (the checkout's by default).
@@ -107,7 +120,11 @@ class ActorSettings:
     tools: str = "demo"
     system_prompt: str = ""
     txn_prefix: str = "turnstream"
-    session_timeout_ms: int = 10_000
+    session_timeout_ms: int = 8_000
+    heartbeat_interval_ms: int = 1_000
+    rebalance_timeout_ms: int = 10_000
+    drain_timeout: float = 30.0
+    instance_id: str = "auto"
     request_timeout: float = 15.0
     commit_deadline: float = 30.0
     schema_dir: Path | None = None
@@ -124,7 +141,21 @@ class ActorSettings:
                 "session_timeout_ms",
                 f"must be at least {_MIN_SESSION_TIMEOUT_MS} (the broker's minimum)",
             )
-        for name in ("chunk_delay", "request_timeout", "commit_deadline"):
+        if not 0 < self.heartbeat_interval_ms * 3 <= self.session_timeout_ms:
+            raise ConfigError(
+                "heartbeat_interval_ms",
+                "must be positive and at most a third of session_timeout_ms",
+            )
+        if self.rebalance_timeout_ms < 1000:
+            raise ConfigError("rebalance_timeout_ms", "must be at least 1000")
+        if not self.instance_id.strip():
+            raise ConfigError("instance_id", "must not be blank (auto, none or an id)")
+        for name in (
+            "chunk_delay",
+            "request_timeout",
+            "commit_deadline",
+            "drain_timeout",
+        ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(name, "must be a finite number >= 0")
@@ -244,11 +275,15 @@ def parse_settings(
             "system_prompt",
             "txn_prefix",
             "log_level",
+            "instance_id",
         )
         if (value := get(name)) is not None
     }
     kwargs.update(number("chunk_delay", float))
     kwargs.update(number("session_timeout_ms", int))
+    kwargs.update(number("heartbeat_interval_ms", int))
+    kwargs.update(number("rebalance_timeout_ms", int))
+    kwargs.update(number("drain_timeout", float))
     kwargs.update(number("request_timeout", float))
     kwargs.update(number("commit_deadline", float))
     return ActorSettings(

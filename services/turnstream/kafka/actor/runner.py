@@ -15,7 +15,13 @@ commands partition and lives until that partition is revoked (or lost):
   already applied is skipped (its durable command mark, or its answer);
   everything else goes to the loop's actor (one actor per loop, the loop's
   single writer) with its offset, created or restored on demand;
-* :meth:`PartitionRunner.handover` (revoke, shutdown) interrupts running turns,
+* while the group rebalances the runner simply keeps going (its turns run
+  and commit; no new records arrive); if the partition comes back to this
+  process it carries on from :attr:`PartitionRunner.next_offset`;
+* :meth:`PartitionRunner.begin_drain` (a planned stop) lets running turns
+  finish but starts no new ones (:attr:`PartitionRunner.running_turns` says
+  when they are done);
+* :meth:`PartitionRunner.handover` (moved away, shutdown) interrupts running turns,
   commits their terminals, leaves merely queued inputs unanswered for the next
   owner, commits the last offsets and closes the producer;
   :meth:`PartitionRunner.abandon` (fenced or failed writer) stops the actors
@@ -140,6 +146,10 @@ class PartitionRunner:
         self._on_broken = on_broken
         self._closing = False
         self._live: dict[UUID, _Live] = {}
+        self._draining = False
+        self._held: set[UUID] = set()
+        self.next_offset: int | None = None
+        """The offset after the last record this runner took (``None``: none yet)."""
         self._journal: PartitionJournal | None = None
         self._writer_task: asyncio.Task[None] | None = None
         self.writer = PartitionWriter(
@@ -228,6 +238,9 @@ class PartitionRunner:
         """Handle one command record (called in offset order)."""
         if self._closing or self.broken:
             return  # not noted: the next owner reads it again
+        if self.next_offset is not None and record.offset < self.next_offset:
+            return  # taken already: fetched again after a rebalance kept it here
+        self.next_offset = record.offset + 1
         ctx = self._ctx
         try:
             command = check_command(ctx.codec, record, ctx.partitions)
@@ -235,6 +248,13 @@ class PartitionRunner:
             ctx.spawn(
                 self._dead_letter(record, poison.kind, poison.reason), "dead-letter"
             )
+            return
+        if self._draining and (
+            isinstance(command, SubmitInput) or command.loop_id in self._held
+        ):
+            # Not noted: the next owner runs it, and everything after it for
+            # the same loop (log order per loop).
+            self._held.add(command.loop_id)
             return
         ctx.metrics.commands[command.type] += 1
         try:
@@ -379,6 +399,25 @@ class PartitionRunner:
             self._ctx.metrics.live_loops -= 1
 
     # ------------------------------------------------------------ stopping
+
+    @property
+    def running_turns(self) -> int:
+        """Loops of this partition with a turn still running."""
+        return sum(
+            1
+            for entry in self._live.values()
+            if entry.actor.status in (LoopStatus.RUNNING, LoopStatus.SHUTTING_DOWN)
+            and not entry.task.done()
+        )
+
+    def begin_drain(self) -> None:
+        """Start no turn and take no input; running turns go on.
+
+        Interrupts and gate answers for running turns are still applied.
+        """
+        self._draining = True
+        if self._journal is not None:
+            self._journal.close_for_drain()
 
     async def handover(self) -> None:
         """Stop for another owner: end turns durably, keep queued input for it."""
