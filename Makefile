@@ -49,7 +49,7 @@ test-unit:  ## the broker-free lane
 test-kafka:
 	$(BIN)/pytest tests -m kafka
 
-test-secure:  ## the secured lane (~3 min): its own SASL_SSL + SCRAM + ACL broker on 127.0.0.1:19492; not in `make test`
+test-secure:  ## the secured lane (~2 min): its own SASL_SSL + SCRAM + ACL broker on 127.0.0.1:19492; not in `make test`
 	$(BIN)/pytest tests/secure -m secure
 
 cluster-up:  ## start (or reuse) the local 3-node KRaft cluster on 127.0.0.1:29192-29194

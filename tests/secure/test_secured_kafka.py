@@ -399,6 +399,20 @@ async def _grant_partial(
 async def _visible(
     kafka: SecureKafka, topics: TopicNames
 ) -> tuple[list[int], dict[str, int], dict[str, int]]:
+    """Offsets readable read_committed, once no transaction is open (the
+    coordinator writes commit and abort markers just after answering)."""
+
+    async def settled() -> tuple[list[int], dict[str, int], dict[str, int]]:
+        found = await _read_committed(kafka, topics)
+        assert found[1] == found[2], f"a transaction is still open: {found}"
+        return found
+
+    return await assert_eventually(settled, timeout=30, message="no open txn")
+
+
+async def _read_committed(
+    kafka: SecureKafka, topics: TopicNames
+) -> tuple[list[int], dict[str, int], dict[str, int]]:
     """Offsets readable read_committed; the last stable and the end offsets."""
     clients = KafkaClients(
         connection=kafka.connection(), security=kafka.security("admin")
@@ -486,3 +500,53 @@ async def test_actor_missing_a_permission_names_it_and_commits_nothing(
                 record = json.loads(line)
                 for secret in secure_kafka.passwords.values():
                     assert secret not in json.dumps(record)
+
+
+async def test_aiokafka_abort_after_a_denied_partition_is_client_side_only(
+    secure_kafka: SecureKafka,
+) -> None:
+    """Why the writer re-initialises its producer after every failed transaction.
+
+    After AddPartitionsToTxn is denied for one partition, aiokafka's
+    ``abort_transaction`` returns without telling the coordinator (it forgot
+    the partitions already added), so the next commit of the same producer
+    makes the "aborted" record visible. A re-initialised producer
+    (InitProducerId) aborts it on the coordinator instead.
+    """
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    missing = f"ALLOW User:actor-noloops Write Topic {prefix}turnstream.loops.v1"
+    topics = await _grant_partial(secure_kafka, prefix, "actor-noloops", missing)
+    clients = KafkaClients(
+        connection=secure_kafka.connection(),
+        security=secure_kafka.security("actor-noloops"),
+    )
+    txn_id = f"turnstream-{prefix}actors-hazard"
+
+    async def denied_then(reinitialise: bool) -> None:
+        producer = clients.transactional_producer(txn_id)
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            await producer.send_and_wait(topics.events, b"first", partition=0)
+            with pytest.raises(TopicAuthorizationFailedError):
+                await producer.send_and_wait(topics.loops, b"state", partition=0)
+            await producer.abort_transaction()
+            if reinitialise:
+                await producer.stop()
+                producer = clients.transactional_producer(txn_id)
+                await producer.start()
+            await producer.begin_transaction()
+            await producer.send_and_wait(topics.events, b"second", partition=0)
+            await producer.commit_transaction()
+        finally:
+            await producer.stop()
+
+    async with asyncio.timeout(TIMEOUT):
+        await denied_then(reinitialise=False)
+        hazard, _, _ = await _visible(secure_kafka, topics)
+        await denied_then(reinitialise=True)
+        fixed, stable, ends = await _visible(secure_kafka, topics)
+
+    assert len(hazard) == 2  # "first" was committed with "second"
+    assert len(fixed) == 3  # the re-initialised producer aborted its "first"
+    assert stable == ends
