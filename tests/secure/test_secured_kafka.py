@@ -442,12 +442,13 @@ async def _read_committed(
 
 
 @pytest.mark.parametrize(
-    ("user", "missing", "reported"),
+    ("user", "missing", "reported", "operation"),
     [
         pytest.param(
             "actor-noloops",
             "ALLOW User:actor-noloops Write Topic {prefix}turnstream.loops.v1",
             "User:actor-noloops lacks Write on Topic {prefix}turnstream.loops.v1",
+            "commit on partition 0",
             id="no-write-on-loops",
         ),
         pytest.param(
@@ -455,13 +456,14 @@ async def _read_committed(
             "ALLOW User:actor-notxn Write TransactionalId prefix "
             "turnstream-{prefix}actors-",
             "User:actor-notxn lacks Write on TransactionalId "
-            "turnstream-{prefix}actors-",
+            "turnstream-{prefix}actors-{prefix}turnstream.commands.v1-0",
+            "start the transactional producer of partition 0",
             id="no-transactional-id",
         ),
     ],
 )
 async def test_actor_missing_a_permission_names_it_and_commits_nothing(
-    secure_kafka: SecureKafka, user: str, missing: str, reported: str
+    secure_kafka: SecureKafka, user: str, missing: str, reported: str, operation: str
 ) -> None:
     """The actor reports the permission, resource and principal once, exits 6
     (no takeover retry loop), and no part of a failed commit is visible
@@ -488,8 +490,13 @@ async def test_actor_missing_a_permission_names_it_and_commits_nothing(
 
     assert actor.returncode == ExitCode.AUTHORIZATION, log[-3000:]
     assert reported in log
-    errors = [line for line in log.splitlines() if reported in line]
-    assert len(errors) <= 2, errors  # the writer's or takeover's log line, the exit
+    lines = log.splitlines()
+    # Reported once: one log line (the writer's or the takeover's), one exit line.
+    assert len([line for line in lines if "denied by an ACL" in line]) == 1, log
+    assert [line for line in lines if line.startswith("error:")] == [
+        f"error: not authorised to {operation}: {reported}; grant it (see "
+        "`turnstream acls`) [kafka_authorization]"
+    ]
     assert "partition takeover failed; will retry" not in log
     seen, stable, ends = await _visible(secure_kafka, topics)
     assert seen == []
