@@ -39,7 +39,7 @@ coordinator aborts on the transaction timeout or the owner's takeover).
 Part of ``turnstream.kafka`` (the only aiokafka importer). Imports the wire
 codec to encode records; never the runtime's actor.
 
-One module on purpose (~720 lines): queueing, group commit, the transaction body and
+One module on purpose (~800 lines): queueing, group commit, the transaction body and
 failure recovery all drive the same producer, phase and ledger; split apart, each
 part would reach into the others' state.
 """
