@@ -557,3 +557,32 @@ async def test_aiokafka_abort_after_a_denied_partition_is_client_side_only(
     assert len(hazard) == 2  # "first" was committed with "second"
     assert len(fixed) == 3  # the re-initialised producer aborted its "first"
     assert stable == ends
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["actor", "run", "--metrics-port", "0"], id="actor-run"),
+        pytest.param(["analytics", "run", "--no-web"], id="analytics-run"),
+        pytest.param(["tail", "--loop", str(uuid.uuid4())], id="tail"),
+        pytest.param(["topics", "apply"], id="topics-apply"),
+        pytest.param(["smoke"], id="smoke"),
+        pytest.param(["demo"], id="demo"),
+        pytest.param(["acls", "--apply", "--role", "client"], id="acls-apply"),
+    ],
+)
+async def test_every_command_reports_a_refused_login_the_same_way(
+    secure_kafka: SecureKafka, command: list[str]
+) -> None:
+    """Not only chat: each command that talks to Kafka exits 4 on a wrong password,
+    naming the user and what to check, and never prints the password."""
+    env = clean_env(TURNSTREAM_KAFKA_SASL_PASSWORD="not-the-password")
+
+    code, output = await run([*command, *secure_kafka.flags("client")], env)
+
+    assert code == ExitCode.AUTHENTICATION, output
+    assert (
+        "refused the SCRAM-SHA-512 login of user 'client': invalid credentials"
+        in " ".join(output.split())
+    ), output
+    assert "not-the-password" not in output
