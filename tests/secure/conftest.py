@@ -44,6 +44,7 @@ USERS = (
     "analytics",
     "actor-noloops",
     "actor-notxn",
+    "actor-nogroup",
     "reader",
 )
 

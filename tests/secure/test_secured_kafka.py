@@ -460,6 +460,13 @@ async def _read_committed(
             "start the transactional producer of partition 0",
             id="no-transactional-id",
         ),
+        pytest.param(
+            "actor-nogroup",
+            "ALLOW User:actor-nogroup Read Group {prefix}actors",
+            "User:actor-nogroup lacks Read on Group {prefix}actors",
+            "fetch commands",
+            id="no-read-on-group",
+        ),
     ],
 )
 async def test_actor_missing_a_permission_names_it_and_commits_nothing(

@@ -433,13 +433,19 @@ class LoopActorService:
                 continue
             except KafkaError as exc:
                 if classify(exc) is not Fault.RETRIABLE:
-                    self._fatal = authorization_error(
+                    denied = authorization_error(
                         exc,
                         security=self._clients.security,
                         operation="fetch commands",
                         permission="Read",
                         resource=self.settings.topics.commands,
-                    ) or transport_error("fetch commands", exc)
+                    )
+                    if denied is not None:
+                        _log.error(
+                            "fetch denied by an ACL; stopping",
+                            extra={"reason": str(denied)},
+                        )
+                    self._fatal = denied or transport_error("fetch commands", exc)
                     return
                 if self.metrics.kafka_reachable:
                     _log.warning("fetch failed", extra={"exc_type": type(exc).__name__})
