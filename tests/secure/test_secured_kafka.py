@@ -517,16 +517,17 @@ async def test_actor_missing_a_permission_names_it_and_commits_nothing(
                     assert secret not in json.dumps(record)
 
 
-async def test_a_reinitialised_producer_ends_a_transaction_with_a_denied_partition(
+async def test_aiokafka_abort_after_a_denied_partition_needs_a_reinitialised_producer(
     secure_kafka: SecureKafka,
 ) -> None:
-    """What the writer does after every failed transaction, at the producer level.
+    """Why the writer re-initialises its producer after every failed transaction.
 
-    After AddPartitionsToTxn is denied for one partition, aiokafka's
-    ``abort_transaction`` may return without telling the coordinator (it drops
-    the partitions already added), leaving the events open for the producer's
-    next commit. Re-initialising the producer (InitProducerId) aborts them on
-    the coordinator: the next commit shows its own record only.
+    After AddPartitionsToTxn is denied for the loops partition, aiokafka's
+    ``abort_transaction`` returns without telling the coordinator (it dropped
+    the partitions already added), so the same producer's next commit makes
+    the "aborted" event visible: the partial commit of the issue. A
+    re-initialised producer (InitProducerId) aborts it on the coordinator: the
+    next commit shows its own record only.
     """
     prefix = f"p{uuid.uuid4().hex[:8]}."
     missing = f"ALLOW User:actor-noloops Write Topic {prefix}turnstream.loops.v1"
@@ -537,7 +538,7 @@ async def test_a_reinitialised_producer_ends_a_transaction_with_a_denied_partiti
     )
     txn_id = f"turnstream-{prefix}actors-check"
 
-    async with asyncio.timeout(TIMEOUT):
+    async def denied_then_commit(*, reinitialise: bool) -> tuple[int, int]:
         producer = clients.transactional_producer(txn_id)
         await producer.start()
         try:
@@ -546,20 +547,25 @@ async def test_a_reinitialised_producer_ends_a_transaction_with_a_denied_partiti
             with pytest.raises(TopicAuthorizationFailedError):
                 await producer.send_and_wait(topics.loops, b"state", partition=0)
             await producer.abort_transaction()
-        finally:
-            await producer.stop()
-        producer = clients.transactional_producer(txn_id)
-        await producer.start()
-        try:
+            if reinitialise:
+                await producer.stop()
+                producer = clients.transactional_producer(txn_id)
+                await producer.start()
             await producer.begin_transaction()
             second = await producer.send_and_wait(topics.events, b"second", partition=0)
             await producer.commit_transaction()
         finally:
             await producer.stop()
+        return first.offset, second.offset
+
+    async with asyncio.timeout(TIMEOUT):
+        same = await denied_then_commit(reinitialise=False)
+        seen_same, _, _ = await _visible(secure_kafka, topics)
+        fresh = await denied_then_commit(reinitialise=True)
         seen, stable, ends = await _visible(secure_kafka, topics)
 
-    assert seen == [second.offset]
-    assert first.offset not in seen
+    assert seen_same == list(same)  # the "aborted" first record was committed
+    assert seen == [*same, fresh[1]]  # a re-initialised producer aborted it
     assert stable == ends
 
 
