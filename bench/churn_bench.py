@@ -63,6 +63,8 @@ async def main(args: argparse.Namespace) -> None:
         )
         entries = await read_all(bootstrap, topics, args.partitions)
         check_journal(entries, report.submitted)
+        for miss in report.interrupt_misses:
+            print("interrupt miss (loop, turn, terminal, sent at):", *miss)
     except BaseException:
         print(f"failed; topics kept under {prefix!r}, actor logs in {args.logs}")
         raise
@@ -83,6 +85,7 @@ async def main(args: argparse.Namespace) -> None:
         "submits": len(report.submitted),
         "terminals": dict(report.terminals),
         "interrupts": len(report.interrupted_turns),
+        "interrupts_late": report.late_interrupts,
         "interrupts_not_interrupted": sum(
             1 for k in report.interrupted_turns.values() if k != "TurnInterrupted"
         ),
@@ -107,6 +110,8 @@ async def main(args: argparse.Namespace) -> None:
     if not args.no_write:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
+    if report.self_exits or report.interrupt_misses:
+        sys.exit("actors exited by themselves or interrupts were missed")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 :func:`run_churn` keeps ``actors`` loop-actor processes running while it kills
 one with SIGKILL every ``kill_every`` seconds and starts a replacement at once
 (as a supervisor would). Meanwhile every loop runs turns back to back; every
-``interrupt_every``-th turn is interrupted as soon as it has started. The
+``interrupt_every``-th turn is interrupted as soon as the client sees it start
+(an interrupt sent after the turn's terminal was written counts as late, not
+as sent while the turn was open). The
 report has what the test asserts (no actor left by itself, every submit, the
 interrupts and how their turns ended) and what the benchmark prints (the
 takeover times: from a kill to the next event committed on each partition the
@@ -43,6 +45,8 @@ class ChurnReport:
     takeovers: list[float] = field(default_factory=list)
     untaken: int = 0
     interrupted_turns: dict[UUID, str] = field(default_factory=dict)
+    late_interrupts: int = 0
+    interrupt_misses: list[tuple[UUID, UUID, str, float]] = field(default_factory=list)
     terminals: Counter[str] = field(default_factory=Counter)
 
 
@@ -76,6 +80,7 @@ async def _worker(
             "add 1 2 3", loop_id=loop_id, no_fold=True, command_id=command_id
         )
         sent_interrupt_for: UUID | None = None
+        sent_at = 0.0
         try:
             async with asyncio.timeout(wait):
                 async with turn:
@@ -91,6 +96,7 @@ async def _worker(
                         ):
                             await session.interrupt(loop_id)
                             sent_interrupt_for = event.header.turn_id
+                            sent_at = time.time()
                     outcome = await turn.outcome()
         except TimeoutError:
             report.unanswered_waits += 1
@@ -98,9 +104,18 @@ async def _worker(
         if outcome.terminal is not None:
             report.terminals[outcome.terminal.type_name] += 1
             if sent_interrupt_for is not None and outcome.turn_id == sent_interrupt_for:
-                report.interrupted_turns[sent_interrupt_for] = (
-                    outcome.terminal.type_name
-                )
+                kind = outcome.terminal.type_name
+                ended_at = outcome.terminal.header.created_at.timestamp()
+                if ended_at <= sent_at:
+                    # The client saw the turn start late: it had ended before
+                    # the interrupt was even sent, so the interrupt had no turn.
+                    report.late_interrupts += 1
+                    continue
+                report.interrupted_turns[sent_interrupt_for] = kind
+                if kind != "TurnInterrupted":
+                    report.interrupt_misses.append(
+                        (loop_id, sent_interrupt_for, kind, sent_at)
+                    )
 
 
 async def run_churn(

@@ -19,6 +19,7 @@ from turnstream.cli import (
     broker,
     chat,
     demo,
+    respond,
     smoke,
     tail,
     topics,
@@ -69,6 +70,7 @@ app.command(name="smoke")(smoke.smoke)
 app.add_typer(actor.app, name="actor")
 app.add_typer(analytics.app, name="analytics")
 app.command(name="chat")(chat.chat)
+app.command(name="respond")(respond.respond)
 app.command(name="tail")(tail.tail)
 app.command(name="demo")(demo.demo)
 app.command(name="acls")(acls.acls)

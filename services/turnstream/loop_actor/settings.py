@@ -32,6 +32,7 @@ from turnstream.loop_actor.tools import TOOL_SETS
 
 __all__ = [
     "ENV",
+    "PROVIDER_KEY_ENV",
     "SECRET_ENV",
     "ActorSettings",
     "parse_security",
@@ -46,6 +47,7 @@ ENV = {
     "model_base_url": "TURNSTREAM_MODEL_BASE_URL",
     "chunk_delay": "TURNSTREAM_DEMO_CHUNK_DELAY",
     "tools": "TURNSTREAM_TOOLS",
+    "agents": "TURNSTREAM_AGENTS",
     "system_prompt": "TURNSTREAM_SYSTEM_PROMPT",
     "txn_prefix": "TURNSTREAM_TXN_PREFIX",
     "session_timeout_ms": "TURNSTREAM_SESSION_TIMEOUT_MS",
@@ -65,6 +67,9 @@ ENV = {
     "ssl_keyfile": "TURNSTREAM_KAFKA_SSL_KEYFILE",
 }
 """Setting name to environment variable (flags use the same names, dashed)."""
+
+PROVIDER_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+"""Each provider's credential variable (for the hosted agents' models)."""
 
 SECRET_ENV = {
     "model_api_key": "TURNSTREAM_MODEL_API_KEY",
@@ -91,6 +96,11 @@ class ActorSettings:
         chunk_delay: seconds between the demo model's chunks.
         tools: the tool set: ``demo`` or ``none``.
         system_prompt: sent with every model request.
+        agents: import paths (``package.module:attribute``) of the agents the
+            service hosts; empty: the built-in ``turnstream`` agent made of
+            ``model``, ``tools`` and ``system_prompt``.
+        provider_keys: each provider's credential, for the agents' models
+            (environment only).
         txn_prefix: prefix of the transactional ids.
         session_timeout_ms: consumer-group session timeout: how long a crashed
             actor's partitions wait before another actor takes them (unless
@@ -119,6 +129,8 @@ class ActorSettings:
     chunk_delay: float = 0.0
     tools: str = "demo"
     system_prompt: str = ""
+    agents: tuple[str, ...] = ()
+    provider_keys: Mapping[str, Secret] = field(default_factory=dict)
     txn_prefix: str = "turnstream"
     session_timeout_ms: int = 8_000
     heartbeat_interval_ms: int = 1_000
@@ -136,6 +148,12 @@ class ActorSettings:
             raise ConfigError("group_id", "must not be blank")
         if self.tools not in TOOL_SETS:
             raise ConfigError("tools", f"expected one of {', '.join(TOOL_SETS)}")
+        for path in self.agents:
+            module, sep, attribute = path.partition(":")
+            if not (module.strip() and sep and attribute.strip()):
+                raise ConfigError(
+                    "agent", f"{path!r}: expected package.module:attribute"
+                )
         if self.session_timeout_ms < _MIN_SESSION_TIMEOUT_MS:
             raise ConfigError(
                 "session_timeout_ms",
@@ -286,9 +304,18 @@ def parse_settings(
     kwargs.update(number("drain_timeout", float))
     kwargs.update(number("request_timeout", float))
     kwargs.update(number("commit_deadline", float))
+    agents = get("agents")
+    if agents:
+        kwargs["agents"] = tuple(a.strip() for a in agents.split(",") if a.strip())
+    keys = {
+        provider: Secret(value.strip())
+        for provider, variable in PROVIDER_KEY_ENV.items()
+        if (value := env.get(variable, "")).strip()
+    }
     return ActorSettings(
         bootstrap=resolve_bootstrap(args.get("bootstrap"), env),
         model_api_key=_secret("model_api_key", env),
+        provider_keys=keys,
         schema_dir=path("schema_dir"),
         security=security,
         **kwargs,

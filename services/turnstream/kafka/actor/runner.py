@@ -72,8 +72,10 @@ __all__ = ["PartitionRunner", "RunnerContext", "SetupFor", "Spawn"]
 
 _log = logging.getLogger(__name__)
 
-SetupFor = Callable[[LoopId], LoopSetup]
-"""Which configuration and model a loop runs with (given by the composition root)."""
+SetupFor = Callable[[LoopId, str], LoopSetup]
+"""What a loop runs with, by the agent it is bound to or asks for (``""``: the
+service's single agent); given by the composition root (an
+:class:`~turnstream.runtime.agent.AgentHost`'s ``setup_for``)."""
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
 """Starts a task in the service's task group."""
@@ -213,7 +215,7 @@ class PartitionRunner:
             # each loop is restored (or refused) on its own below.
             _log.error("journal tail unreadable", extra={"partition": self.partition})
         for loop_id in pending:
-            setup = ctx.setup_for(LoopId(loop_id))
+            setup = ctx.setup_for(LoopId(loop_id), "")
             try:
                 await restore_loop(
                     self._journal,
@@ -338,15 +340,21 @@ class PartitionRunner:
         """
         loop_id = LoopId(command.loop_id)
         live = self._live.get(loop_id)
+        if live is not None and isinstance(command, SubmitInput):
+            await self._retire_refusing(live)
         if live is not None and live.actor.status is not LoopStatus.STOPPED:
             return live.actor
         if live is not None:
             del self._live[loop_id]
-        if not isinstance(command, SubmitInput):
-            return None  # only an input (re)starts a loop
-        ctx = self._ctx
-        setup = ctx.setup_for(loop_id)
         journal = self.journal
+        # Only an input (re)starts a loop -- and a Shutdown of a known one, so
+        # that its LoopStopped is recorded whichever process restores it.
+        stop = isinstance(command, Shutdown) and journal.known(loop_id)
+        if not (isinstance(command, SubmitInput) or stop):
+            return None
+        ctx = self._ctx
+        asked = command.agent if isinstance(command, SubmitInput) else ""
+        setup = ctx.setup_for(loop_id, asked)
         try:
             if journal.known(loop_id):
                 state = await restore_loop(
@@ -356,6 +364,11 @@ class PartitionRunner:
                     ids=ctx.ids,
                     commit_timeout=setup.config.commit_timeout,
                 )
+                # The loop keeps the agent it is bound to; a loop that only
+                # ever refused input (never announced) is bound by this one.
+                announced = bool(state.model)
+                if announced:
+                    setup = ctx.setup_for(loop_id, state.agent_name)
                 actor = LoopActor.from_state(
                     state,
                     config=setup.config,
@@ -364,6 +377,9 @@ class PartitionRunner:
                     hub=ctx.hub,
                     clock=ctx.clock,
                     ids=ctx.ids,
+                    hooks=setup.hooks,
+                    access_policy=setup.access_policy,
+                    announce=not announced and not stop,
                 )
             else:
                 await journal.recover(loop_id)
@@ -376,6 +392,8 @@ class PartitionRunner:
                     hub=ctx.hub,
                     clock=ctx.clock,
                     ids=ctx.ids,
+                    hooks=setup.hooks,
+                    access_policy=setup.access_policy,
                 )
         except RestoreError as exc:
             _log.error(
@@ -390,6 +408,31 @@ class PartitionRunner:
         task = ctx.spawn(self._run_actor(actor), f"loop-{loop_id}")
         self._live[loop_id] = _Live(actor, task)
         return actor
+
+    async def _retire_refusing(self, live: _Live) -> None:
+        """Stop a loop that only refuses (agent not hosted) before a new input.
+
+        A refusal binds nothing, so the next input is resolved afresh: once
+        the refusing actor has answered everything before it, it is stopped
+        (quietly) and the input gets a new actor.
+        """
+        actor = live.actor
+        if actor.config.hosted or actor.status is LoopStatus.STOPPED:
+            return
+        ctx = self._ctx
+        stop = Shutdown(
+            command_id=CommandId(ctx.ids.new_id()),
+            session_id=actor.session_id,
+            loop_id=actor.loop_id,
+            created_at=ctx.clock.now(),
+            agency=Agency.MACHINE,
+        )
+        try:
+            async with asyncio.timeout(ctx.stop_timeout):
+                await actor.wait_idle()
+                await actor.shutdown(stop)
+        except TimeoutError:
+            _log.warning("refusing loop did not stop in time")
 
     async def _run_actor(self, actor: LoopActor) -> None:
         self._ctx.metrics.live_loops += 1
