@@ -71,6 +71,9 @@ KAFKA_COMMANDS = [
     pytest.param(["topics", "apply"], id="topics-apply"),
     pytest.param(["smoke"], id="smoke"),
     pytest.param(["analytics", "run", "--no-web"], id="analytics-run"),
+    pytest.param(
+        ["respond", str(uuid.uuid4()), "--loop", str(uuid.uuid4())], id="respond"
+    ),
 ]
 
 
