@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 
 .PHONY: install jars broker-up broker-down broker-status topics check fmt \
         test test-unit test-kafka demo smoke bench bench-peers \
-        cluster-up cluster-down cluster-status test-cluster
+        cluster-up cluster-down cluster-status test-cluster test-secure
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,9 @@ test-unit:  ## the broker-free lane
 
 test-kafka:
 	$(BIN)/pytest tests -m kafka
+
+test-secure:  ## the secured lane (~2 min): its own SASL_SSL + SCRAM + ACL broker on 127.0.0.1:19492; not in `make test`
+	$(BIN)/pytest tests/secure -m secure
 
 cluster-up:  ## start (or reuse) the local 3-node KRaft cluster on 127.0.0.1:29192-29194
 	$(BIN)/turnstream broker up --nodes 3

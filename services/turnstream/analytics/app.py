@@ -47,7 +47,7 @@ from turnstream.analytics.codecs import (
     register_codecs,
 )
 from turnstream.analytics.report import build_snapshot, totals_view, windows_view
-from turnstream.analytics.settings import AnalyticsSettings, Guarantee
+from turnstream.analytics.settings import AnalyticsSettings, Guarantee, KafkaAuth
 from turnstream.analytics.transport import install_faust_fixes, isolation_level
 from turnstream.events import EnduringEvent
 from turnstream.wire.analytics_codec import AnalyticsCodec, AnalyticsSnapshot
@@ -64,6 +64,27 @@ WINDOWS_PATH: Final = "/turnstream/stats/windows/"
 OUTPUT_RETENTION: Final = timedelta(days=7)
 METADATA_TIMEOUT_S: Final = 60.0
 METADATA_POLL_S: Final = 0.1
+
+
+def _credentials(auth: KafkaAuth) -> dict[str, Any]:
+    """The ``broker_credentials`` faust needs for ``auth`` (none for plaintext).
+
+    faust hands the credentials to every client it builds -- consumers, the
+    (transactional) producers and the admin client that creates the topics.
+    """
+    if auth.uses_sasl:
+        credentials = faust.SASLCredentials(
+            username=auth.sasl_username,
+            password=auth.sasl_password,
+            ssl_context=auth.ssl_context,
+            mechanism=auth.sasl_mechanism,
+        )
+        # faust infers SASL_SSL from a context; say it for SASL_PLAINTEXT too.
+        credentials.protocol = faust.types.auth.AuthProtocol(auth.protocol)
+        return {"broker_credentials": credentials}
+    if auth.ssl_context is not None:
+        return {"broker_credentials": faust.SSLCredentials(auth.ssl_context)}
+    return {}
 
 
 class AnalyticsApp:
@@ -140,6 +161,7 @@ class AnalyticsApp:
             web_host=s.web_host,
             web_port=s.web_port,
             autodiscover=False,
+            **_credentials(s.auth),
         )
         if s.guarantee is Guarantee.EXACTLY_ONCE:
             # faust enables transactions (and read_committed) only "in a

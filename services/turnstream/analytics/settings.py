@@ -33,6 +33,7 @@ Environment variables (flags of ``python -m turnstream.analytics`` override them
 from __future__ import annotations
 
 import re
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -48,6 +49,7 @@ __all__ = [
     "ENV_PREFIX",
     "AnalyticsSettings",
     "Guarantee",
+    "KafkaAuth",
 ]
 
 DEFAULT_BOOTSTRAP: Final = "127.0.0.1:19092"
@@ -76,6 +78,34 @@ class Guarantee(StrEnum):
     EXACTLY_ONCE = "exactly_once"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KafkaAuth:
+    """How the worker's Kafka clients authenticate, already validated.
+
+    The ``turnstream analytics run`` command builds it from the same security
+    flags and ``TURNSTREAM_KAFKA_*`` variables every command reads
+    (:mod:`turnstream.cli.kafka_options`); this package only hands it to faust.
+
+    Attributes:
+        protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
+        sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        sasl_username: the SASL user.
+        sasl_password: the SASL password (never shown by ``repr``).
+        ssl_context: the TLS context (CA, client certificate) for TLS protocols.
+    """
+
+    protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+
+    @property
+    def uses_sasl(self) -> bool:
+        """Whether the protocol authenticates with SASL."""
+        return self.protocol.startswith("SASL_")
+
+
 @dataclass(frozen=True, slots=True)
 class AnalyticsSettings:
     """Everything the analytics worker needs, validated.
@@ -102,6 +132,7 @@ class AnalyticsSettings:
         session_timeout_s: consumer group session timeout; the partitions of a
             worker that died are reassigned after it (the broker bounds it,
             6 s to 30 min by default).
+        auth: TLS and SASL settings of every client (plaintext by default).
     """
 
     bootstrap: str = DEFAULT_BOOTSTRAP
@@ -122,6 +153,7 @@ class AnalyticsSettings:
     schema_dir: Path | None = None
     guarantee: Guarantee = Guarantee.EXACTLY_ONCE
     session_timeout_s: float = 60.0
+    auth: KafkaAuth = field(default_factory=KafkaAuth)
 
     def __post_init__(self) -> None:
         for server in self.bootstrap.split(","):

@@ -284,7 +284,8 @@ def run(
 
     Run several (same --group, distinct --metrics-port) to share the load. Exit
     codes: 0 clean stop, 1 failure or topics that differ from --ensure-topics, 2 bad
-    settings or missing topics, 3 Kafka unreachable.
+    settings or missing topics, 3 Kafka unreachable, 4 login refused, 5 TLS
+    failed, 6 ACL denied.
     """
     with exit_on_errors():
         fmt = parse_log_format(log_format)

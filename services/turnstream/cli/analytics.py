@@ -20,17 +20,24 @@ from typing import Annotated, Any
 
 import typer
 
-from turnstream.analytics.settings import AnalyticsSettings, Guarantee
+from turnstream.analytics.settings import AnalyticsSettings, Guarantee, KafkaAuth
 from turnstream.cli.failures import exit_on_errors, fail
-from turnstream.cli.kafka_options import BootstrapOption
+from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.options import LogFormatOption, LogLevelOption
-from turnstream.cli.settings import ExitCode, parse_log_format, parse_log_level
+from turnstream.cli.settings import (
+    ExitCode,
+    KafkaTarget,
+    parse_log_format,
+    parse_log_level,
+)
 from turnstream.cli.signals import stop_on_signals
 from turnstream.errors import ConfigError
+from turnstream.kafka.admin.probe import check_broker
 from turnstream.kafka.connection import resolve_bootstrap
+from turnstream.kafka.security import KafkaSecurity
 from turnstream.observability import configure_logging
 
-__all__ = ["analytics_settings", "app"]
+__all__ = ["analytics_auth", "analytics_settings", "app"]
 
 app = typer.Typer(
     # Plain click help: it wraps long option and variable names instead of
@@ -41,10 +48,29 @@ app = typer.Typer(
 )
 
 
+def analytics_auth(security: KafkaSecurity) -> KafkaAuth:
+    """The worker's view of the resolved security settings (TLS context built here).
+
+    Raises:
+        ConfigError: a TLS file cannot be loaded.
+    """
+    password = security.sasl_password
+    return KafkaAuth(
+        protocol=security.protocol.value,
+        sasl_mechanism=security.sasl_mechanism.value
+        if security.sasl_mechanism
+        else None,
+        sasl_username=security.sasl_username,
+        sasl_password=password.reveal() if password else None,
+        ssl_context=security.ssl_context(),
+    )
+
+
 def analytics_settings(
     env: Mapping[str, str],
     *,
     bootstrap: str | None = None,
+    auth: KafkaAuth | None = None,
     app_id: str | None = None,
     events_topic: str | None = None,
     analytics_topic: str | None = None,
@@ -87,6 +113,7 @@ def analytics_settings(
         schema_dir=schema_dir,
         guarantee=None if guarantee is None else Guarantee(guarantee),
         session_timeout_s=session_timeout,
+        auth=auth,
     )
 
 
@@ -100,9 +127,10 @@ _ENV = "TURNSTREAM_ANALYTICS_"
 
 
 @app.command()
+@kafka_options(topics=TopicAffixes.NONE)
 def run(
     *,
-    bootstrap: BootstrapOption = None,
+    target: KafkaTarget,
     app_id: Annotated[
         str | None, _opt("--app-id", "faust app id and consumer group", f"{_ENV}APP_ID")
     ] = None,
@@ -189,15 +217,18 @@ def run(
 ) -> None:
     """Fold the turn journal into per-loop and windowed stats until Ctrl-C.
 
-    Needs the analytics extra (pip install -e '.[analytics]'). Exit codes: 0
-    clean stop, 1 failure, 2 bad settings or the extra missing.
+    Needs the analytics extra (pip install -e '.[analytics]'). The Kafka security
+    flags and TURNSTREAM_KAFKA_* variables are the other commands'. Exit codes: 0
+    clean stop, 1 failure, 2 bad settings or the extra missing, 3 Kafka
+    unreachable, 4 login refused, 5 TLS failed, 6 ACL denied.
     """
     with exit_on_errors():
         fmt = parse_log_format(log_format)
         level = parse_log_level(log_level)
         settings = analytics_settings(
             os.environ,
-            bootstrap=bootstrap,
+            bootstrap=target.bootstrap,
+            auth=analytics_auth(target.security),
             app_id=app_id,
             events_topic=events_topic,
             analytics_topic=analytics_topic,
@@ -225,6 +256,9 @@ def run(
     configure_logging(fmt, level=level)
 
     async def worker() -> None:
+        # Reach, authenticate and authorise first, so a misconfiguration is the
+        # one classified line every command prints, not a faust traceback.
+        await check_broker(target.connection, security=target.security)
         stop = asyncio.Event()
         with stop_on_signals(stop.set):
             await serve(settings, stop)

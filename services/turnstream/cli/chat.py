@@ -351,7 +351,8 @@ def chat(
 
     The loop actor (turnstream actor run) runs the model and tools. Exit codes:
     0 done, 1 failed, 130 interrupted (Ctrl-C interrupts the turn), 2 bad
-    settings or missing topics, 3 Kafka unreachable.
+    settings or missing topics, 3 Kafka unreachable,
+    4 login refused, 5 TLS failed, 6 ACL denied.
     """
     with exit_on_errors():
         loop_id = parse_loop_id(loop) if loop is not None else None

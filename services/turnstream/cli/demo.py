@@ -288,7 +288,7 @@ def demo(
     --model openai:NAME or anthropic:NAME (key from OPENAI_API_KEY or
     ANTHROPIC_API_KEY) a real model answers. Exit codes: 0 only if all of it
     happened; 1 if not, or a topic exists with other settings; 2 bad settings or
-    missing topics; 3 Kafka unreachable.
+    missing topics; 3 Kafka unreachable, 4 login refused, 5 TLS failed, 6 ACL denied.
     """
     started = time.monotonic()
     with exit_on_errors():

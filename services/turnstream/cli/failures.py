@@ -13,6 +13,11 @@ codes mean the same everywhere:
   will not create or alter, a failed round trip) -- exit 1;
 - Kafka unreachable or not answering -- exit 3, ``cannot reach Kafka at
   HOST:PORT …; start one with `turnstream broker up` ``;
+- the SASL login refused -- exit 4, the user, the mechanism and what to check;
+- TLS failed (untrusted certificate, hostname mismatch, a protocol that does
+  not match the listener) -- exit 5, which setting to change;
+- an ACL denies a permission -- exit 6, the principal, the permission and the
+  resource (``turnstream acls`` prints the grants);
 - anything else turnstream raises on purpose -- exit 1;
 - Ctrl-C -- exit 130.
 
@@ -35,6 +40,9 @@ from turnstream.kafka.admin.topic_changes import is_safe_drift
 from turnstream.kafka.errors import (
     BrokerUnreachableError,
     ConfigMismatch,
+    KafkaAuthenticationError,
+    KafkaAuthorizationError,
+    KafkaTlsError,
     TopicAlterError,
     TopicConfigMismatchError,
     TopicCreateError,
@@ -43,6 +51,11 @@ from turnstream.kafka.errors import (
 __all__ = ["exit_on_errors", "explain", "fail", "mismatch_hint"]
 
 _BROKER_HINT = "start one with `turnstream broker up`"
+_SECURITY_CODES = {
+    KafkaAuthenticationError.kind: ExitCode.AUTHENTICATION,
+    KafkaTlsError.kind: ExitCode.TLS,
+    KafkaAuthorizationError.kind: ExitCode.AUTHORIZATION,
+}
 
 
 def _config_message(exc: ConfigError) -> str:
@@ -102,7 +115,8 @@ def explain(exc: BaseException, bootstrap: str | None = None) -> tuple[str, Exit
                 ExitCode.UNREACHABLE,
             )
         case BrokerError() | TurnstreamError():
-            return f"{exc} [{exc.kind}]", ExitCode.FAILED
+            # Login, TLS and ACL failures are refusals with codes of their own.
+            return f"{exc} [{exc.kind}]", _SECURITY_CODES.get(exc.kind, ExitCode.FAILED)
         case _:
             return f"{type(exc).__name__}: {exc}", ExitCode.FAILED
 

@@ -13,6 +13,7 @@ import typer
 
 from turnstream import __version__
 from turnstream.cli import (
+    acls,
     actor,
     analytics,
     broker,
@@ -72,6 +73,7 @@ app.command(name="chat")(chat.chat)
 app.command(name="respond")(respond.respond)
 app.command(name="tail")(tail.tail)
 app.command(name="demo")(demo.demo)
+app.command(name="acls")(acls.acls)
 
 
 def main() -> None:

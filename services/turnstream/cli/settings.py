@@ -67,6 +67,13 @@ class ExitCode(IntEnum):
     """A bad flag, variable, model spec or topic file; missing topics."""
     UNREACHABLE = 3
     """Kafka did not answer."""
+    AUTHENTICATION = 4
+    """Kafka refused the SASL login (user, password or mechanism)."""
+    TLS = 5
+    """The TLS handshake failed: untrusted certificate, hostname mismatch, or a
+    security protocol that does not match the listener."""
+    AUTHORIZATION = 6
+    """An ACL denies the principal a permission the command needs."""
     INTERRUPTED = 130
     """The turn was interrupted (Ctrl-C or an ``Interrupt`` command)."""
 

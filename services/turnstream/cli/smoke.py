@@ -38,7 +38,8 @@ def smoke(
 
     With --bootstrap or KAFKA_BOOTSTRAP_SERVERS the local broker is left alone and
     the given cluster is used instead. Exit codes: 0 smoke OK; 1 a topic differs
-    or the round trip failed; 2 bad flags; 3 Kafka unreachable.
+    or the round trip failed; 2 bad flags; 3 Kafka unreachable,
+    4 login refused, 5 TLS failed, 6 ACL denied.
     """
     started = time.monotonic()
     with exit_on_errors(target.bootstrap):

@@ -113,7 +113,7 @@ def tail(
     """Print a loop's events, one line each: replay (optional), then follow.
 
     Exit codes: 0 after --no-follow, 130 on Ctrl-C, 2 bad settings or missing
-    topics, 3 Kafka unreachable.
+    topics, 3 Kafka unreachable, 4 login refused, 5 TLS failed, 6 ACL denied.
     """
     with exit_on_errors():
         loop_id = parse_loop_id(loop)

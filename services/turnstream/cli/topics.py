@@ -213,7 +213,7 @@ def apply(
     Exit codes: 0 every topic as declared; 1 an existing topic has another
     partition count, replication factor or config value than declared (--alter
     fixes the safe ones); 2 bad flags or topic file, or RF 1 refused; 3 Kafka
-    unreachable.
+    unreachable; 4 login refused, 5 TLS failed, 6 ACL denied.
     """
     with exit_on_errors(target.bootstrap):
         apply_declared_topics(

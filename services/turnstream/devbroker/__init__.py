@@ -6,6 +6,8 @@ A table of contents. ``DevBroker`` fetches the broker jars from Maven Central in
 caller-supplied readiness probe (an admin call) succeeds; ``down`` stops it.
 ``DevCluster`` runs N such nodes (default 3, ports 29192-29197, ``var/kafka-cluster``)
 with one static quorum and replication factor 3, beside the single node.
+``devbroker.secure`` turns a node's settings into a SASL_SSL + SCRAM + ACL broker
+(``make_certificate``, ``secure_broker_settings``; the secured test lane's).
 
 Everything here is stdlib-only and runs subprocesses: this package must not import
 aiokafka (the probe that speaks Kafka lives in ``turnstream.kafka.admin.probe``;

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import os
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 from turnstream.devbroker import process
 from turnstream.devbroker.errors import (
@@ -326,7 +328,10 @@ class DevBroker:
         s = self.settings
         for folder in (s.state_dir, s.data_dir, s.log_dir):
             folder.mkdir(parents=True, exist_ok=True)
-        s.properties_path.write_text(render_server_properties(s), encoding="utf-8")
+        # Owner-only: a secured broker's properties hold its passwords.
+        fd = os.open(s.properties_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(render_server_properties(s))
 
     def formatted_cluster_id(self) -> str | None:
         """The ``cluster.id`` this node's storage was formatted with, if any."""
@@ -391,22 +396,48 @@ class DevBroker:
         ]
         # The tool needs far less heap than the broker.
         command[1:3] = ["-Xms64m", "-Xmx256m"]
-        try:
-            result = subprocess.run(  # noqa: S603 - fixed argv, no shell
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=_FORMAT_TIMEOUT_S,
-                check=False,
-                env=self._env,
-            )
-        except subprocess.TimeoutExpired:
-            raise StorageFormatError(-1, "timed out") from None
+        with self._scram_argfile() as argfile:
+            if argfile is not None:
+                command.append(f"@{argfile}")
+            try:
+                result = subprocess.run(  # noqa: S603 - fixed argv, no shell
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    timeout=_FORMAT_TIMEOUT_S,
+                    check=False,
+                    env=self._env,
+                )
+            except subprocess.TimeoutExpired:
+                raise StorageFormatError(-1, "timed out") from None
         if result.returncode != 0:
             tail = "\n".join(result.stdout.rstrip().splitlines()[-25:])
             raise StorageFormatError(result.returncode, tail)
+
+    @contextlib.contextmanager
+    def _scram_argfile(self) -> Iterator[Path | None]:
+        """The SCRAM users as a java ``@argfile`` (owner-only, deleted after).
+
+        The java launcher expands it, so no password shows in a process listing.
+        """
+        users = self.settings.scram_users
+        if not users:
+            yield None
+            return
+        path = self.settings.state_dir / "format-scram.args"
+        lines = "".join(
+            f"--add-scram\n{mechanism}=[name={name},password={password}]\n"
+            for mechanism, name, password in users
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(lines)
+        try:
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
 
     def _spawn(self, java: str) -> int:
         s = self.settings

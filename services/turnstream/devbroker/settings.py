@@ -10,7 +10,7 @@ Must not import aiokafka or any other third-party package.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from turnstream.errors import ConfigError
@@ -82,6 +82,9 @@ class BrokerSettings:
             (the static ``controller.quorum.voters``); empty for a single node.
         extra_properties: ``(key, value)`` pairs set last in ``server.properties``,
             overriding the rendered ones (tests use it to imitate other brokers).
+        scram_users: ``(mechanism, name, password)`` SCRAM credentials written
+            into the metadata when the storage is formatted (a secured broker's
+            users exist before it first starts); hidden from ``repr``.
     """
 
     project_dir: Path
@@ -96,7 +99,9 @@ class BrokerSettings:
     stop_timeout: float = 30.0
     node_id: int = 1
     quorum_ports: tuple[int, ...] = ()
-    extra_properties: tuple[tuple[str, str], ...] = ()
+    # Hidden from repr: a secured broker's properties hold its passwords.
+    extra_properties: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    scram_users: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.client_port == self.controller_port:

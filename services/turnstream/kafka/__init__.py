@@ -23,8 +23,10 @@ Shared by all three, beside them:
   admin client from one settings object;
 - ``topology``: ``TopicNames`` and the co-partitioning check; ``records``:
   record keys and dead-letter headers; ``reader``: bounded partition scans;
-- ``errors``: typed admin errors; ``faults``: classification of aiokafka
-  errors (retriable, fenced, permanent) and the partition errors.
+- ``errors``: typed admin, login, TLS and ACL errors; ``faults``:
+  classification of aiokafka errors (retriable, fenced, permanent, denied) and
+  the partition errors; ``diagnose``: why a connection failed (refused login,
+  untrusted certificate, wrong protocol) and which permission an ACL denied.
 
 Limits to configure on the broker: a loop's state record holds its whole history,
 so raise ``max.message.bytes`` of ``turnstream.loops.v1`` (and of

@@ -5,9 +5,16 @@ Owns these branches of the turnstream error tree::
     TurnstreamError
     ├── TransportError
     │   ├── BrokerUnreachableError     no admin call succeeded against the bootstrap
+    │   ├── KafkaAuthenticationError   the broker refused the SASL login
+    │   ├── KafkaTlsError              the TLS handshake failed (CA, hostname, protocol)
+    │   ├── KafkaAuthorizationError    an ACL denies a permission on a resource
     │   ├── TopicCreateError           the broker refused to create a topic
     │   └── TopicAlterError            a topic's configs could not be altered safely
     └── TopicConfigMismatchError       existing topics differ from their declared spec
+
+None of authentication, TLS and authorisation failures is retriable: the same
+settings fail the same way until an operator changes them, so each says which
+setting or permission to change.
 
 Pure: stdlib and ``turnstream.errors`` only; must not import aiokafka (callers
 translate aiokafka's errors into these).
@@ -22,6 +29,9 @@ from turnstream.errors import TransportError, TurnstreamError
 __all__ = [
     "BrokerUnreachableError",
     "ConfigMismatch",
+    "KafkaAuthenticationError",
+    "KafkaAuthorizationError",
+    "KafkaTlsError",
     "TopicAlterError",
     "TopicConfigMismatchError",
     "TopicCreateError",
@@ -44,6 +54,98 @@ class BrokerUnreachableError(TransportError):
         super().__init__(f"reach Kafka at {bootstrap}", reason, retriable=True)
         # One readable line, e.g. for the CLI: the operation prefix adds nothing.
         self.args = (f"cannot reach Kafka at {bootstrap}: {reason}",)
+
+
+class KafkaAuthenticationError(TransportError):
+    """The broker refused the SASL login (wrong password, unknown user, mechanism).
+
+    Kafka answers a wrong password and an unknown user alike, on purpose.
+
+    Attributes:
+        bootstrap: the servers tried.
+        username: the SASL user (never the password).
+        mechanism: the SASL mechanism used.
+        detail: the broker's answer, e.g. ``invalid credentials``.
+        fix: what to change.
+    """
+
+    kind = "kafka_authentication"
+
+    def __init__(
+        self, bootstrap: str, *, username: str, mechanism: str, detail: str, fix: str
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.username = username
+        self.mechanism = mechanism
+        self.detail = detail
+        self.fix = fix
+        super().__init__(f"log in to Kafka at {bootstrap}", detail, retriable=False)
+        self.args = (
+            f"Kafka at {bootstrap} refused the {mechanism} login of user "
+            f"{username!r}: {detail}; {fix}",
+        )
+
+
+class KafkaTlsError(TransportError):
+    """The TLS handshake with the broker failed, or one side does not speak TLS.
+
+    Attributes:
+        bootstrap: the servers tried.
+        problem: ``untrusted_certificate``, ``hostname_mismatch``,
+            ``listener_is_tls``, ``listener_not_tls``, ``listener_needs_sasl``
+            or ``handshake_failed``.
+        detail: what the TLS layer said.
+        fix: what to change.
+    """
+
+    kind = "kafka_tls"
+
+    def __init__(self, bootstrap: str, *, problem: str, detail: str, fix: str) -> None:
+        self.bootstrap = bootstrap
+        self.problem = problem
+        self.detail = detail
+        self.fix = fix
+        super().__init__(
+            f"open a TLS connection to Kafka at {bootstrap}", detail, retriable=False
+        )
+        self.args = (f"TLS with Kafka at {bootstrap} failed: {detail}; {fix}",)
+
+
+class KafkaAuthorizationError(TransportError):
+    """An ACL denies this principal a permission the operation needs.
+
+    Attributes:
+        principal: e.g. ``User:actor``.
+        permission: the ACL operation, e.g. ``Write``, ``Read``, ``Describe``.
+        resource_type: ``Topic``, ``Group``, ``TransactionalId`` or ``Cluster``.
+        resource: the resource name (``kafka-cluster`` for the cluster).
+        operation: what was being done.
+    """
+
+    kind = "kafka_authorization"
+
+    def __init__(
+        self,
+        *,
+        principal: str,
+        permission: str,
+        resource_type: str,
+        resource: str,
+        operation: str,
+    ) -> None:
+        self.principal = principal
+        self.permission = permission
+        self.resource_type = resource_type
+        self.resource = resource
+        super().__init__(
+            operation,
+            f"{principal} lacks {permission} on {resource_type} {resource}",
+            retriable=False,
+        )
+        self.args = (
+            f"not authorised to {operation}: {principal} lacks {permission} on "
+            f"{resource_type} {resource}; grant it (see `turnstream acls`)",
+        )
 
 
 class TopicCreateError(TransportError):

@@ -3,11 +3,12 @@
 Owns the errors the service raises to the runtime when a durable commit
 cannot be made (:class:`PartitionFencedError`, :class:`PartitionClosedError`,
 :class:`CommitFailedError`), the classification of an aiokafka exception
-(:func:`classify`: fenced, retriable or permanent), and :func:`transport_error`
-which wraps any of them into :class:`turnstream.errors.TransportError` keeping
-its ``retriable`` flag. Messages name the operation and the error type, never a
-payload. Part of ``turnstream.kafka`` (the only aiokafka importer); must not
-import the runtime or the wire codec.
+(:func:`classify`: fenced, retriable, permanent or denied by an ACL), and
+:func:`transport_error`, which wraps any of them into
+:class:`turnstream.errors.TransportError` keeping its ``retriable`` flag.
+Messages name the operation and the error type, never a payload. Part of
+``turnstream.kafka`` (the only aiokafka importer); must not import the runtime
+or the wire codec.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from aiokafka.errors import (
 )
 
 from turnstream.errors import TransportError
+from turnstream.kafka.diagnose import AUTHORIZATION_ERRORS
+from turnstream.kafka.errors import KafkaAuthorizationError
 
 __all__ = [
     "CommitFailedError",
@@ -51,6 +54,8 @@ class Fault(StrEnum):
     """The producer is unusable (sequence or authorisation failure): rebuild it."""
     PERMANENT = "permanent"
     """The request itself is bad (e.g. too large): retrying cannot help."""
+    DENIED = "denied"
+    """An ACL forbids it: nothing helps until an operator grants the permission."""
 
 
 _FENCING = (ProducerFenced, InvalidProducerEpoch)
@@ -70,8 +75,10 @@ _TRANSIENT = (
 )
 
 
-def classify(exc: BaseException) -> Fault:
+def classify(exc: BaseException) -> Fault:  # noqa: PLR0911 - one per fault
     """Sort an exception raised by a producer or consumer call."""
+    if isinstance(exc, (*AUTHORIZATION_ERRORS, KafkaAuthorizationError)):
+        return Fault.DENIED
     if isinstance(exc, _FENCING):
         return Fault.FENCED
     if isinstance(exc, _FATAL):

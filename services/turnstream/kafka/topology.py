@@ -21,11 +21,14 @@ from aiokafka.errors import KafkaError
 
 from turnstream.errors import ConfigError
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.diagnose import principal
+from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import transport_error
 
 __all__ = ["TopicNames", "check_copartitioned", "partition_counts"]
 
 _UNKNOWN_TOPIC = 3
+_TOPIC_AUTHORIZATION_FAILED = 29
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +73,8 @@ async def partition_counts(
 
     Raises:
         ConfigError: a topic does not exist.
+        KafkaAuthorizationError: an ACL hides a topic (Describe, implied by
+            Read or Write).
         TransportError: the broker could not be asked.
     """
     seconds = clients.connection.request_timeout
@@ -85,6 +90,14 @@ async def partition_counts(
     counts: dict[str, int] = {}
     for entry in described:
         name = str(entry["topic"])
+        if int(entry["error_code"]) == _TOPIC_AUTHORIZATION_FAILED:
+            raise KafkaAuthorizationError(
+                principal=principal(clients.security),
+                permission="Describe",
+                resource_type="Topic",
+                resource=name,
+                operation="describe topics",
+            )
         if int(entry["error_code"]) == _UNKNOWN_TOPIC or not entry["partitions"]:
             raise ConfigError(
                 "topics", f"topic {name} does not exist (run `turnstream topics apply`)"

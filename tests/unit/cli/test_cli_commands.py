@@ -21,6 +21,9 @@ from turnstream.errors import ConfigError, TransportError
 from turnstream.kafka.errors import (
     BrokerUnreachableError,
     ConfigMismatch,
+    KafkaAuthenticationError,
+    KafkaAuthorizationError,
+    KafkaTlsError,
     TopicAlterError,
     TopicConfigMismatchError,
     TopicCreateError,
@@ -67,6 +70,10 @@ KAFKA_COMMANDS = [
     pytest.param(["demo"], id="demo"),
     pytest.param(["topics", "apply"], id="topics-apply"),
     pytest.param(["smoke"], id="smoke"),
+    pytest.param(["analytics", "run", "--no-web"], id="analytics-run"),
+    pytest.param(
+        ["respond", str(uuid.uuid4()), "--loop", str(uuid.uuid4())], id="respond"
+    ),
 ]
 
 
@@ -108,6 +115,37 @@ def test_every_kafka_command_connects_with_the_security_flags(
 
     assert result.exit_code == 3, result.output
     assert listener.first_bytes() == {TLS_HANDSHAKE}
+
+
+@pytest.mark.parametrize("args", KAFKA_COMMANDS)
+def test_sasl_flags_with_the_password_in_the_environment_connect(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """SASL_SSL flags plus TURNSTREAM_KAFKA_SASL_PASSWORD are validated together:
+    the command starts a TLS handshake instead of exiting 2, and the password
+    shows nowhere in its output."""
+    monkeypatch.setenv("TURNSTREAM_KAFKA_SASL_PASSWORD", "pw-only-in-env")
+    with first_bytes_listener() as listener:
+        result = runner.invoke(
+            app,
+            [
+                *args,
+                "--bootstrap",
+                listener.bootstrap,
+                "--timeout",
+                "5",
+                "--security-protocol",
+                "SASL_SSL",
+                "--sasl-mechanism",
+                "SCRAM-SHA-512",
+                "--sasl-username",
+                "actor",
+            ],
+        )
+
+    assert result.exit_code == 3, result.output
+    assert listener.first_bytes() == {TLS_HANDSHAKE}
+    assert "pw-only-in-env" not in result.output
 
 
 def test_security_settings_also_come_from_the_environment(
@@ -197,12 +235,45 @@ _SAFE = ConfigMismatch("t", "max.message.bytes", "8454144", "1048588")
             "round trip failed",
             id="refused",
         ),
+        pytest.param(
+            KafkaAuthenticationError(
+                "h:1",
+                username="actor",
+                mechanism="SCRAM-SHA-512",
+                detail="invalid credentials",
+                fix="check the password",
+            ),
+            ExitCode.AUTHENTICATION,
+            "refused the SCRAM-SHA-512 login of user 'actor'",
+            id="login-refused",
+        ),
+        pytest.param(
+            KafkaTlsError(
+                "h:1", problem="hostname_mismatch", detail="not for h", fix="reissue"
+            ),
+            ExitCode.TLS,
+            "TLS with Kafka at h:1 failed: not for h; reissue [kafka_tls]",
+            id="tls",
+        ),
+        pytest.param(
+            KafkaAuthorizationError(
+                principal="User:actor",
+                permission="Write",
+                resource_type="Topic",
+                resource="turnstream.loops.v1",
+                operation="commit on partition 0",
+            ),
+            ExitCode.AUTHORIZATION,
+            "User:actor lacks Write on Topic turnstream.loops.v1",
+            id="acl-denied",
+        ),
     ],
 )
 def test_explain_maps_errors_to_the_shared_exit_codes(
     error: Exception, code: ExitCode, fragment: str
 ) -> None:
-    """2 usage/config, 3 unreachable, 1 mismatch or a failed operation."""
+    """2 usage/config, 3 unreachable, 1 mismatch or a failed operation, 4 login
+    refused, 5 TLS failed, 6 ACL denied."""
     message, found = explain(error, "h:1")
 
     assert found is code

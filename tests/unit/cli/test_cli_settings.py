@@ -24,8 +24,9 @@ KEY = "sk-test-not-a-real-key-0123456789"
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
-    """0 done, 1 failed, 2 usage, 3 unreachable, 130 interrupted."""
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 130]
+    """0 done, 1 failed, 2 usage, 3 unreachable, 4 login refused, 5 TLS failed,
+    6 ACL denied, 130 interrupted."""
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 6, 130]
 
 
 @pytest.mark.parametrize(
@@ -262,3 +263,38 @@ def test_actor_settings_security_flags_with_the_password_in_the_environment() ->
     assert settings.security.protocol is SecurityProtocol.SASL_SSL
     assert settings.security.client_kwargs()["sasl_plain_password"] == "pw-from-env"
     assert "pw-from-env" not in repr(settings)
+
+
+def test_analytics_worker_gets_the_resolved_security() -> None:
+    """analytics run hands faust the flags-over-environment security, the
+    password hidden from the settings' repr."""
+    from turnstream.analytics.app import _credentials
+    from turnstream.cli.analytics import analytics_auth, analytics_settings
+
+    env = {"TURNSTREAM_KAFKA_SASL_PASSWORD": "pw-from-env"}
+    target = KafkaTarget.resolve(
+        bootstrap="k:9092",
+        env=env,
+        security={
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": "analytics",
+        },
+    )
+
+    settings = analytics_settings(
+        env, bootstrap=target.bootstrap, auth=analytics_auth(target.security)
+    )
+    credentials = _credentials(settings.auth)["broker_credentials"]
+
+    assert settings.bootstrap == "k:9092"
+    assert (settings.auth.protocol, settings.auth.sasl_username) == (
+        "SASL_PLAINTEXT",
+        "analytics",
+    )
+    assert "pw-from-env" not in repr(settings)
+    assert (credentials.protocol.value, credentials.mechanism.value) == (
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-512",
+    )
+    assert (credentials.username, credentials.password) == ("analytics", "pw-from-env")

@@ -73,6 +73,8 @@ from turnstream.kafka.clients import (
     start_client,
     stop_client,
 )
+from turnstream.kafka.diagnose import authorization_error
+from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import Fault, classify, transport_error
 from turnstream.kafka.topology import TopicNames, check_copartitioned
 from turnstream.runtime.ports import Clock, IdSource, RandomIds, SystemClock
@@ -431,7 +433,19 @@ class LoopActorService:
                 continue
             except KafkaError as exc:
                 if classify(exc) is not Fault.RETRIABLE:
-                    self._fatal = transport_error("fetch commands", exc)
+                    denied = authorization_error(
+                        exc,
+                        security=self._clients.security,
+                        operation="fetch commands",
+                        permission="Read",
+                        resource=self.settings.topics.commands,
+                    )
+                    if denied is not None:
+                        _log.error(
+                            "fetch denied by an ACL; stopping",
+                            extra={"reason": str(denied)},
+                        )
+                    self._fatal = denied or transport_error("fetch commands", exc)
                     return
                 if self.metrics.kafka_reachable:
                     _log.warning("fetch failed", extra={"exc_type": type(exc).__name__})
@@ -704,6 +718,15 @@ class LoopActorService:
         )
         try:
             await runner.open()
+        except KafkaAuthorizationError as exc:
+            # Not retriable: retrying the takeover would only fail the same way.
+            _log.error(
+                "partition takeover denied by an ACL; stopping",
+                extra={"partition": partition, "reason": str(exc)},
+            )
+            self._fatal = exc
+            await runner.abandon()
+            runner.writer.fail()
         except TurnstreamError as exc:
             # Kafka is unreachable or a loop cannot be restored right now: the
             # consumer loop retries the takeover (records wait meanwhile).
@@ -724,6 +747,10 @@ class LoopActorService:
         return self._hub
 
     def _broken(self, runner: PartitionRunner) -> None:
+        if runner.writer.denial is not None and self._fatal is None:
+            # An ACL: rebuilding the partition would fail the same way. Stop
+            # with the missing permission (reported once, by the writer).
+            self._fatal = runner.writer.denial
         state = runner.writer.state
         _log.error(
             "partition writer broken",

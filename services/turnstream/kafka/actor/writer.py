@@ -21,14 +21,25 @@ Failure handling: transient errors abort the transaction and retry it with
 backoff until ``commit_deadline``; a fencing error means another process owns
 the partition, so the writer turns ``FENCED`` and never writes again; a
 deadline passed, or a commit whose outcome cannot be established, turns it
-``FAILED`` (the service then rebuilds the partition from Kafka). A rebuilt
-producer (needed when an abort is impossible) bumps the epoch, so the writer
-asks ``still_owner`` first: a zombie must never fence the real owner.
+``FAILED`` (the service then rebuilds the partition from Kafka); an ACL that
+denies a write or the transactional id turns it ``FAILED`` with
+:attr:`PartitionWriter.denial` set, reported once and not retried.
+
+Every failed transaction is ended on the coordinator before anything else is
+written: after aiokafka's abort the writer re-initialises the producer, whose
+``InitProducerId`` aborts whatever the coordinator still holds open. aiokafka's
+``abort_transaction`` alone is not enough: after an abortable error (e.g. a
+denied ``AddPartitionsToTxn`` for the loops topic) it forgets the partitions
+already added and ends the transaction client-side only, so the next commit of
+the same producer would commit the earlier events with it. A re-initialised
+producer bumps the epoch, so the writer asks ``still_owner`` first: a zombie
+must never fence the real owner (it closes its producer instead, and the
+coordinator aborts on the transaction timeout or the owner's takeover).
 
 Part of ``turnstream.kafka`` (the only aiokafka importer). Imports the wire
 codec to encode records; never the runtime's actor.
 
-One module on purpose (~720 lines): queueing, group commit, the transaction body and
+One module on purpose (~800 lines): queueing, group commit, the transaction body and
 failure recovery all drive the same producer, phase and ledger; split apart, each
 part would reach into the others' state.
 """
@@ -53,6 +64,8 @@ from turnstream.events import EnduringEvent
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.offsets import CommandOffsets
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.diagnose import authorization_error
+from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import (
     CommitFailedError,
     Fault,
@@ -212,6 +225,7 @@ class PartitionWriter:
         self._last_commit = time.monotonic()
         self._commands_tp = TopicPartition(topics.commands, partition)
         self._events_tp = TopicPartition(topics.events, partition)
+        self._denial: KafkaAuthorizationError | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -219,6 +233,11 @@ class PartitionWriter:
     def state(self) -> WriterState:
         """Where the writer is in its life."""
         return self._state
+
+    @property
+    def denial(self) -> KafkaAuthorizationError | None:
+        """The missing permission that broke the writer, if an ACL did."""
+        return self._denial
 
     @property
     def ledger(self) -> CommandOffsets:
@@ -237,9 +256,24 @@ class PartitionWriter:
         """Initialise the transactional producer (fences any previous owner).
 
         Raises:
+            KafkaAuthorizationError: an ACL denies the transactional id.
             TransportError: the producer could not be initialised in time.
         """
-        self._producer = await self._new_producer(self._settings.start_timeout)
+        try:
+            self._producer = await self._new_producer(self._settings.start_timeout)
+        except TransportError as exc:
+            denied = authorization_error(
+                exc.__cause__ or exc,
+                security=self._clients.security,
+                operation=f"start the transactional producer of partition "
+                f"{self.partition}",
+                permission="IdempotentWrite",
+                resource=self.transactional_id,
+            )
+            if denied is not None:
+                self._denial = denied
+                raise denied from exc
+            raise
         self._state = WriterState.OPEN
 
     async def _new_producer(self, seconds: float) -> Any:
@@ -411,6 +445,8 @@ class PartitionWriter:
         if self._state is WriterState.FENCED:
             return PartitionFencedError(self.partition)
         if self._state is WriterState.FAILED:
+            if self._denial is not None:
+                return self._denial
             return CommitFailedError(self.partition, "writer failed", 1, retriable=True)
         return PartitionClosedError(self.partition)
 
@@ -483,14 +519,21 @@ class PartitionWriter:
         attempts: int,
     ) -> bool:
         """Handle a failed transaction; ``True`` if the group is settled."""
+        fault = classify(exc)
+        if fault is Fault.DENIED:
+            self._note_denial(exc)  # before _recover may break the writer
         verdict = await self._recover(exc, outcome, deadline)
         if verdict == "committed":
             self._succeed(batch, outcome)
             return True
+        if self._denial is not None:
+            self._metrics.commit_failures += 1
+            self._fail(batch, self._denial)
+            self._break(WriterState.FAILED)
+            return True
         if verdict == "stop":
             self._fail(batch, self._closed_error())
             return True
-        fault = classify(exc)
         if fault is Fault.PERMANENT and len(batch) > 1:
             for request in batch:  # isolate the bad request
                 await self._commit_group([request])
@@ -513,6 +556,29 @@ class PartitionWriter:
             extra={"partition": self.partition, "exc_type": type(exc).__name__},
         )
         return False
+
+    def _note_denial(self, exc: Exception) -> None:
+        """An ACL refused part of the transaction: report it once."""
+        if self._denial is not None:
+            return
+        denied = authorization_error(
+            exc,
+            security=self._clients.security,
+            operation=f"commit on partition {self.partition}",
+            permission="Write",
+        )
+        assert denied is not None  # noqa: S101 - classify() said DENIED
+        self._denial = denied
+        _log.error(
+            "commit denied by an ACL; not retrying this partition",
+            extra={
+                "partition": self.partition,
+                "principal": denied.principal,
+                "permission": denied.permission,
+                "resource_type": denied.resource_type,
+                "resource": denied.resource,
+            },
+        )
 
     async def _send(self, topic: str, value: bytes, **kwargs: Any) -> Any:
         """Hand one record to the producer; return its delivery future.
@@ -643,13 +709,15 @@ class PartitionWriter:
         if fault is Fault.FENCED:
             self._break(WriterState.FENCED)
             return "stop"
-        if phase is _Phase.OPEN and await self._abort(deadline):
-            if fault is Fault.RETRIABLE:
-                return "retry"
-            # A record the broker refused (too large, not authorised) or a
-            # fatal producer error leaves the idempotent producer's sequence
-            # numbers behind the broker's (the next batch would fail
-            # OutOfOrderSequenceNumber forever): start a fresh producer.
+        if phase is _Phase.OPEN:
+            # Abort, then re-initialise whatever the abort did: aiokafka's abort
+            # after an abortable error ends the transaction client-side only
+            # (module docstring), and a refused record leaves the idempotent
+            # sequence numbers behind the broker's. InitProducerId aborts what
+            # the coordinator still holds; nothing of it becomes visible.
+            await self._abort(deadline)
+            if self._state is not WriterState.OPEN:
+                return "stop"
             return "retry" if await self._rebuild(deadline) else "stop"
         # The transaction's state is unknown (committing, fatal, abort failed):
         # a fresh producer resolves it on the coordinator.

@@ -1,4 +1,4 @@
-"""The administration side of the Kafka adapters: brokers and topics.
+"""The administration side of the Kafka adapters: brokers, topics and ACLs.
 
 A table of contents:
 
@@ -7,7 +7,9 @@ A table of contents:
   transactional round trip ``turnstream smoke`` runs;
 - ``topics``: ``infra/topics.yaml`` and its idempotent :func:`apply_topics`;
 - ``topic_changes``: waiting until created topics are visible, and the safe
-  in-place config changes of ``topics apply --alter``.
+  in-place config changes of ``topics apply --alter``;
+- ``acls``: the least-privilege ACLs of the actor, client and analytics roles
+  and :func:`~turnstream.kafka.admin.acls.apply_acls` (``turnstream acls``).
 
 Imports the shared modules of :mod:`turnstream.kafka`; never the actor or
 client subpackages.

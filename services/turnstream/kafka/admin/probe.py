@@ -31,6 +31,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from turnstream.errors import TransportError
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.connection import KafkaConnection
+from turnstream.kafka.diagnose import diagnose_connection
 from turnstream.kafka.errors import BrokerUnreachableError
 from turnstream.kafka.security import KafkaSecurity
 
@@ -82,6 +83,8 @@ class ClusterReplication:
     default_is_set: bool
 
 
+# Kafka's TOPIC_AUTHORIZATION_FAILED and CLUSTER_AUTHORIZATION_FAILED codes.
+_DENIED = (29, 31)
 # DescribeConfigs config_source of a value nobody configured.
 _DEFAULT_CONFIG_SOURCE = 5
 
@@ -147,13 +150,18 @@ async def admin_session(
             raise BrokerUnreachableError(
                 conn.bootstrap, f"no answer within {conn.connect_timeout:g} s"
             ) from None
-        except KafkaConnectionError as exc:
-            raise BrokerUnreachableError(
-                conn.bootstrap,
-                "connection failed; is a broker running there? "
-                "(local one: `turnstream broker up`)",
-            ) from exc
         except (KafkaError, OSError) as exc:
+            # aiokafka logs why the bootstrap failed and raises only that it
+            # did: find the cause (a refused login, an untrusted certificate …).
+            diagnosed = await diagnose_connection(conn, security or KafkaSecurity())
+            if diagnosed is not None:
+                raise diagnosed from exc
+            if isinstance(exc, KafkaConnectionError):
+                raise BrokerUnreachableError(
+                    conn.bootstrap,
+                    "connection failed; is a broker running there? "
+                    "(local one: `turnstream broker up`)",
+                ) from exc
             raise BrokerUnreachableError(
                 conn.bootstrap, str(exc) or type(exc).__name__
             ) from exc
@@ -202,14 +210,16 @@ async def check_broker(
             )
             for response in responses:
                 for entry in response.to_object()["resources"]:
-                    if entry["error_code"] != 0:
+                    # A denied DescribeConfigs is still an answer from a broker
+                    # that serves admin requests: no cluster permission needed.
+                    if entry["error_code"] not in (0, *_DENIED):
                         raise BrokerUnreachableError(
                             conn.bootstrap,
                             f"DescribeConfigs failed with error {entry['error_code']}",
                         )
             return ClusterInfo(str(cluster.get("cluster_id")), controller, brokers)
     except TransportError as exc:
-        if isinstance(exc, BrokerUnreachableError):
+        if isinstance(exc, BrokerUnreachableError) or not exc.is_retriable:
             raise
         raise BrokerUnreachableError(conn.bootstrap, str(exc)) from exc
 
@@ -263,7 +273,13 @@ async def describe_replication(admin: Any, conn: KafkaConnection) -> ClusterRepl
     )
 
 
-def broker_answers(bootstrap: str, timeout: float = 5.0, *, brokers: int = 1) -> bool:
+def broker_answers(
+    bootstrap: str,
+    timeout: float = 5.0,
+    *,
+    brokers: int = 1,
+    security: KafkaSecurity | None = None,
+) -> bool:
     """Synchronous readiness probe for ``turnstream.devbroker.DevBroker``.
 
     Must be called from a thread without a running event loop.
@@ -272,13 +288,14 @@ def broker_answers(bootstrap: str, timeout: float = 5.0, *, brokers: int = 1) ->
         bootstrap: the broker's ``host:port`` (or a cluster's list).
         timeout: bound for the connect and for each admin call.
         brokers: how many brokers must be registered (a cluster's node count).
+        security: how to log in (a secured broker's admin); plaintext by default.
     """
     conn = KafkaConnection(
         bootstrap=bootstrap, request_timeout=timeout, connect_timeout=timeout
     )
     try:
-        info = asyncio.run(check_broker(conn))
-    except BrokerUnreachableError:
+        info = asyncio.run(check_broker(conn, security=security))
+    except TransportError:
         return False
     return len(info.broker_ids) >= brokers
 

@@ -46,7 +46,12 @@ from aiokafka.partitioner import DefaultPartitioner
 from turnstream.commands import AnyCommand, Interrupt, RespondGate, Retract, Shutdown
 from turnstream.commands import SubmitInput as SubmitCommand
 from turnstream.content import Block, TextBlock, UserMessage
-from turnstream.errors import CommandNotConfirmedError, DecodeError, SessionError
+from turnstream.errors import (
+    CommandNotConfirmedError,
+    DecodeError,
+    SessionError,
+    TransportError,
+)
 from turnstream.events import (
     Agency,
     AnyEvent,
@@ -62,6 +67,7 @@ from turnstream.ids import CommandId, GateId, LoopId, SessionId
 from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
+from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import JournalEntry, read_journal
 from turnstream.kafka.records import loop_key
@@ -208,7 +214,20 @@ class KafkaSession:
     async def _start(self, counts: dict[str, int]) -> None:
         seconds = self._clients.connection.connect_timeout
         producer = self._clients.idempotent_producer("session")
-        await start_client(producer, seconds=seconds, operation="start producer")
+        try:
+            await start_client(producer, seconds=seconds, operation="start producer")
+        except TransportError as exc:
+            # An idempotent producer needs IdempotentWrite on the cluster (or
+            # Write on some topic) before it may send anything.
+            denied = authorization_error(
+                exc.__cause__ or exc,
+                security=self._clients.security,
+                operation="start the commands producer",
+                permission="IdempotentWrite",
+            )
+            if denied is not None:
+                raise denied from exc
+            raise
         self._producer = producer
         for topic, committed, decode in (
             (self._topics.events, True, self._codec.unmarshal_event),
@@ -227,7 +246,14 @@ class KafkaSession:
                     for tp in assigned:  # resolve the positions now: live from here
                         await reader.position(tp)
             except (TimeoutError, KafkaError) as exc:
-                raise transport_error("position live reader", exc) from exc
+                denied = authorization_error(
+                    exc,
+                    security=self._clients.security,
+                    operation=f"read {topic}",
+                    permission="Read",
+                    resource=topic,
+                )
+                raise denied or transport_error("position live reader", exc) from exc
             self._tasks.append(
                 asyncio.create_task(self._pump(reader, decode), name=f"live-{topic}")
             )
@@ -369,6 +395,7 @@ class KafkaSession:
             SessionError: the session is closed.
             CommandNotConfirmedError: the broker did not acknowledge it in time
                 (it may still arrive; it carries the command id to retry with).
+            KafkaAuthorizationError: an ACL denies Write on the commands topic.
         """
         if self._closed or self._producer is None:
             raise SessionError("session_closing")
@@ -382,6 +409,15 @@ class KafkaSession:
                     headers=self._codec.kafka_headers(command),
                 )
         except (TimeoutError, KafkaError) as exc:
+            denied = authorization_error(
+                exc,
+                security=self._clients.security,
+                operation="send a command",
+                permission="Write",
+                resource=self._topics.commands,
+            )
+            if denied is not None:  # refused, not lost: it never arrives
+                raise denied from exc
             reason = transport_error("send command", exc).reason
             raise CommandNotConfirmedError(
                 command.command_id, command.loop_id, reason

@@ -1,0 +1,307 @@
+"""The least-privilege Kafka ACLs of each turnstream role, and applying them.
+
+Owns :class:`Acl` (one ALLOW grant: principal, operation, resource, pattern),
+:class:`Role`, :func:`role_acls` (what the actor, client and analytics
+principals need, for a topic set and group) and :func:`apply_acls` (create them
+through the admin API as a principal allowed to alter ACLs).
+
+What each role needs, and why:
+
+* **actor** -- Read the commands topic and its consumer group (it consumes and
+  commits offsets in its transactions); Read events and loops (restore after a
+  takeover); Write events, loops, deltas and the dead-letter topic; Write on the
+  transactional ids ``{txn_prefix}-{group}-`` (prefix; one per commands
+  partition); IdempotentWrite on the cluster (its producers are idempotent).
+* **client** (``chat``, ``tail``, the Session API) -- Write commands
+  (IdempotentWrite for its idempotent producer); Read events and deltas (no
+  consumer group: it assigns partitions); Describe the actors' group (``chat``
+  checks that an actor runs).
+* **analytics** -- Read events and its consumer group ``{app_id}``; Create,
+  Read and Write the topics it owns (its output topic, and its changelog and
+  assignor topics, prefix ``{app_id}-``); Write its transactional ids (prefix
+  ``{app_id}-``, exactly-once) and IdempotentWrite.
+
+No role needs a Cluster permission beyond IdempotentWrite: the start-up check
+tolerates a denied DescribeConfigs. Kafka has no per-key ACL: a principal that
+may read the events topic reads every loop's events, and one that may write
+commands can address any loop.
+
+Part of ``turnstream.kafka`` (the only aiokafka importer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+from typing import Final
+
+from aiokafka.protocol.admin import CreateAclsRequest
+
+from turnstream.errors import ConfigError, TransportError
+from turnstream.kafka.admin.probe import admin_session, bounded
+from turnstream.kafka.connection import KafkaConnection
+from turnstream.kafka.diagnose import CLUSTER
+from turnstream.kafka.errors import KafkaAuthorizationError
+from turnstream.kafka.security import KafkaSecurity
+from turnstream.kafka.topology import TopicNames
+
+__all__ = [
+    "Acl",
+    "AclOperation",
+    "PatternType",
+    "ResourceType",
+    "Role",
+    "RoleNames",
+    "apply_acls",
+    "role_acls",
+]
+
+_ALLOW: Final = 3
+_ANY_HOST: Final = "*"
+_CLUSTER_AUTHORIZATION_FAILED: Final = 31
+_SECURITY_DISABLED: Final = 54
+
+
+class AclOperation(IntEnum):
+    """Kafka's ACL operations (the codes of the wire protocol)."""
+
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DESCRIBE = 8
+    IDEMPOTENT_WRITE = 12
+
+    @property
+    def label(self) -> str:
+        """As Kafka's tools print it (``IdempotentWrite``)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+class ResourceType(IntEnum):
+    """Kafka's ACL resource types."""
+
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+
+    @property
+    def label(self) -> str:
+        """As Kafka's tools print it (``TransactionalId``)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+class PatternType(IntEnum):
+    """How the resource name matches: exactly, or as a prefix."""
+
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class Role(StrEnum):
+    """The principals a turnstream deployment has."""
+
+    ACTOR = "actor"
+    CLIENT = "client"
+    ANALYTICS = "analytics"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Acl:
+    """One ALLOW grant (any host).
+
+    Attributes:
+        principal: e.g. ``User:actor``.
+        operation: what is allowed.
+        resource_type: on which kind of resource.
+        resource: its name (``kafka-cluster`` for the cluster).
+        pattern: literal name or prefix.
+    """
+
+    principal: str
+    operation: AclOperation
+    resource_type: ResourceType
+    resource: str
+    pattern: PatternType = PatternType.LITERAL
+
+    def __str__(self) -> str:
+        pattern = "prefix " if self.pattern is PatternType.PREFIXED else ""
+        return (
+            f"ALLOW {self.principal} {self.operation.label} "
+            f"{self.resource_type.label} {pattern}{self.resource}"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleNames:
+    """The names the ACLs are about.
+
+    Attributes:
+        topics: the topic set (with the deployment's prefix and suffix).
+        group_id: the loop actors' consumer group.
+        txn_prefix: the actors' transactional-id prefix.
+        analytics_app_id: the analytics worker's app id (= group).
+        analytics_topic: the analytics worker's output topic.
+    """
+
+    topics: TopicNames
+    group_id: str = "turnstream-loop-actor"
+    txn_prefix: str = "turnstream"
+    analytics_app_id: str = "turnstream-analytics"
+    analytics_topic: str = "turnstream.analytics.v1"
+
+
+def _topic(
+    principal: str,
+    operation: AclOperation,
+    name: str,
+    pattern: PatternType = PatternType.LITERAL,
+) -> Acl:
+    return Acl(
+        principal=principal,
+        operation=operation,
+        resource_type=ResourceType.TOPIC,
+        resource=name,
+        pattern=pattern,
+    )
+
+
+def _idempotent(principal: str) -> Acl:
+    return Acl(
+        principal=principal,
+        operation=AclOperation.IDEMPOTENT_WRITE,
+        resource_type=ResourceType.CLUSTER,
+        resource=CLUSTER,
+    )
+
+
+def role_acls(role: Role, principal: str, names: RoleNames) -> tuple[Acl, ...]:
+    """The grants ``principal`` needs to act as ``role`` (module docstring)."""
+    if not principal.strip() or ":" not in principal:
+        raise ConfigError(
+            "principal", f"{principal!r}: expected TYPE:NAME, e.g. User:x"
+        )
+    read, write, create = AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE
+    t = names.topics
+    prefixed = PatternType.PREFIXED
+    match role:
+        case Role.ACTOR:
+            return (
+                _topic(principal, read, t.commands),
+                Acl(
+                    principal=principal,
+                    operation=read,
+                    resource_type=ResourceType.GROUP,
+                    resource=names.group_id,
+                ),
+                _topic(principal, read, t.events),
+                _topic(principal, read, t.loops),
+                _topic(principal, write, t.events),
+                _topic(principal, write, t.loops),
+                _topic(principal, write, t.deltas),
+                _topic(principal, write, t.dead_letters),
+                Acl(
+                    principal=principal,
+                    operation=write,
+                    resource_type=ResourceType.TRANSACTIONAL_ID,
+                    resource=f"{names.txn_prefix}-{names.group_id}-",
+                    pattern=prefixed,
+                ),
+                _idempotent(principal),
+            )
+        case Role.CLIENT:
+            return (
+                _topic(principal, write, t.commands),
+                _idempotent(principal),
+                _topic(principal, read, t.events),
+                _topic(principal, read, t.deltas),
+                Acl(
+                    principal=principal,
+                    operation=AclOperation.DESCRIBE,
+                    resource_type=ResourceType.GROUP,
+                    resource=names.group_id,
+                ),
+            )
+        case Role.ANALYTICS:
+            app = names.analytics_app_id
+            return (
+                _topic(principal, read, t.events),
+                Acl(
+                    principal=principal,
+                    operation=read,
+                    resource_type=ResourceType.GROUP,
+                    resource=app,
+                ),
+                *(
+                    _topic(principal, operation, names.analytics_topic)
+                    for operation in (create, write, read)
+                ),
+                *(
+                    _topic(principal, operation, f"{app}-", prefixed)
+                    for operation in (create, write, read)
+                ),
+                Acl(
+                    principal=principal,
+                    operation=write,
+                    resource_type=ResourceType.TRANSACTIONAL_ID,
+                    resource=f"{app}-",
+                    pattern=prefixed,
+                ),
+                _idempotent(principal),
+            )
+    raise AssertionError(role)  # pragma: no cover - the match is exhaustive
+
+
+async def apply_acls(
+    conn: KafkaConnection,
+    acls: Iterable[Acl],
+    *,
+    security: KafkaSecurity | None = None,
+) -> int:
+    """Create ``acls`` (an existing identical grant is left as it is).
+
+    Returns:
+        How many grants were sent.
+
+    Raises:
+        KafkaAuthorizationError: this principal may not alter ACLs.
+        TransportError: the broker refused a grant, or has no authorizer.
+    """
+    wanted: Sequence[Acl] = tuple(acls)
+    async with admin_session(conn, security=security) as admin:
+        for acl in wanted:
+            request = CreateAclsRequest(
+                acl.resource_type.value,
+                acl.resource,
+                acl.pattern.value,
+                acl.principal,
+                _ANY_HOST,
+                acl.operation.value,
+                _ALLOW,
+            )
+            response = await bounded(
+                admin._send_request(request),
+                seconds=conn.request_timeout,
+                operation="create ACLs",
+            )
+            for code, message in response.creation_responses:
+                _check(code, message, acl, security or KafkaSecurity())
+    return len(wanted)
+
+
+def _check(code: int, message: str | None, acl: Acl, security: KafkaSecurity) -> None:
+    if code == 0:
+        return
+    if code == _CLUSTER_AUTHORIZATION_FAILED:
+        raise KafkaAuthorizationError(
+            principal=f"User:{security.sasl_username or 'ANONYMOUS'}",
+            permission="Alter",
+            resource_type="Cluster",
+            resource=CLUSTER,
+            operation="create ACLs",
+        )
+    reason = message or f"error {code}"
+    if code == _SECURITY_DISABLED:
+        reason = "the broker has no authorizer (authorizer.class.name unset)"
+    raise TransportError(f"create ACL {acl}", reason, retriable=False)

@@ -1,0 +1,598 @@
+"""Against a SASL_SSL + SCRAM + ACL broker, with the grants ``turnstream acls`` applies.
+
+Pins: the actor, ``chat``, ``tail`` and the analytics worker complete a turn
+configured by flags only and by environment only (no password in a process's
+arguments or output); the client principal cannot forge events, state, deltas
+or transactions; each misconfiguration has its own message and exit code; an
+actor missing one permission names it once, exits 6 and makes nothing of the
+failed commit visible to ``read_committed`` readers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import TopicPartition
+from aiokafka.errors import (
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+)
+from tests.support.eventually import assert_eventually
+from tests.support.secure import TURNSTREAM, SecureKafka, clean_env, invoke
+
+from turnstream.cli.settings import ExitCode
+from turnstream.kafka.admin.acls import (
+    Acl,
+    AclOperation,
+    ResourceType,
+    Role,
+    RoleNames,
+    apply_acls,
+    role_acls,
+)
+from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
+from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.topology import TopicNames
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+GROUP = "turnstream-loop-actor"
+TIMEOUT = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def child(
+    args: list[str], env: Mapping[str, str]
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A ``turnstream`` child process; SIGTERM (then SIGKILL) when done."""
+    proc = await asyncio.create_subprocess_exec(
+        *TURNSTREAM,
+        *args,
+        env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                async with asyncio.timeout(30):
+                    await proc.wait()
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+async def run(args: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+    """Run a ``turnstream`` command as a child process; its code and output."""
+    async with child(args, env) as proc:
+        async with asyncio.timeout(TIMEOUT):
+            out, _ = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+async def _get(url: str) -> httpx.Response:
+    try:
+        async with httpx.AsyncClient() as http:
+            return await http.get(url)
+    except httpx.TransportError as exc:
+        raise AssertionError(f"{url}: {exc!r}") from exc
+
+
+async def _ready(port: int) -> None:
+    response = await _get(f"http://127.0.0.1:{port}/ready")
+    assert response.status_code == 200, response.text
+
+
+async def _turns_counted(port: int, at_least: int) -> dict[str, Any]:
+    response = await _get(f"http://127.0.0.1:{port}/turnstream/stats/")
+    assert response.status_code == 200, response.text
+    totals: dict[str, Any] = response.json()["totals"]
+    assert totals["turns_done"] >= at_least, totals
+    return totals
+
+
+@pytest.mark.parametrize("configured_by", ["flags", "env"])
+async def test_actor_chat_tail_and_analytics_complete_a_turn(
+    secure_kafka: SecureKafka, tmp_path: Path, configured_by: str
+) -> None:
+    """Each process logs in as its own role, configured by flags (password in the
+    environment) or by the environment alone; no password shows in a process's
+    arguments or in the commands' output."""
+
+    def settings(user: str) -> tuple[list[str], dict[str, str]]:
+        if configured_by == "flags":
+            return secure_kafka.flags(user), clean_env(
+                **secure_kafka.password_env(user)
+            )
+        return [], clean_env(**secure_kafka.env(user))
+
+    actor_flags, actor_env = settings("actor")
+    metrics = _free_port()
+    async with child(
+        ["actor", "run", *actor_flags, "--metrics-port", str(metrics)], actor_env
+    ) as actor:
+        await assert_eventually(
+            lambda: _ready(metrics), timeout=TIMEOUT, message="actor ready"
+        )
+        for secret in secure_kafka.passwords.values():
+            assert secret not in _cmdline(actor.pid)
+
+        client_flags, client_env = settings("client")
+        code, chat_out = await run(
+            ["chat", "hello secure world", "--no-deltas", *client_flags], client_env
+        )
+        assert code == ExitCode.OK, chat_out
+        loop_id = chat_out.split("--loop ", 1)[1].split(")", 1)[0].strip()
+
+        code, tail_out = await run(
+            [
+                "tail",
+                "--loop",
+                loop_id,
+                "--from-beginning",
+                "--no-follow",
+                *client_flags,
+            ],
+            client_env,
+        )
+        assert code == ExitCode.OK, tail_out
+        lines = tail_out.splitlines()
+        assert any(
+            "TurnStarted" in line and 'input="hello secure world"' in line
+            for line in lines
+        ), tail_out
+        assert sum("TurnDone" in line for line in lines) == 1, tail_out
+
+        analytics_flags, analytics_env = settings("analytics")
+        web = _free_port()
+        async with child(
+            [
+                "analytics",
+                "run",
+                *analytics_flags,
+                "--partitions",
+                "2",
+                "--web-port",
+                str(web),
+                "--data-dir",
+                str(tmp_path / "analytics"),
+                "--session-timeout",
+                "6",
+                "--publish-seconds",
+                "0.5",
+            ],
+            analytics_env,
+        ) as worker:
+            totals = await assert_eventually(
+                lambda: _turns_counted(web, 1),
+                timeout=90,
+                interval=0.5,
+                message="analytics counted the turn",
+            )
+            assert worker.returncode is None
+        assert totals["turns_started"] >= 1
+    for output in (chat_out, tail_out):
+        for secret in secure_kafka.passwords.values():
+            assert secret not in output
+
+
+@pytest.mark.parametrize(
+    "topic",
+    [
+        pytest.param("events", id="events"),
+        pytest.param("loops", id="loops"),
+        pytest.param("deltas", id="deltas"),
+    ],
+)
+async def test_client_principal_cannot_forge_writes(
+    secure_kafka: SecureKafka, topic: str
+) -> None:
+    """The client may write commands only: events, loops and deltas are denied."""
+    clients = KafkaClients(
+        connection=secure_kafka.connection(),
+        security=secure_kafka.security("client"),
+    )
+    producer = clients.lossy_producer("forger")
+    await producer.start()
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            async with asyncio.timeout(TIMEOUT):
+                await producer.send_and_wait(
+                    getattr(TopicNames(), topic), b"forged", key=b"loop", partition=0
+                )
+    finally:
+        await producer.stop()
+
+
+async def test_client_principal_cannot_use_the_actors_transactional_ids(
+    secure_kafka: SecureKafka,
+) -> None:
+    """Taking over an actor's transactional id (to commit forged state) is denied."""
+    clients = KafkaClients(
+        connection=secure_kafka.connection(),
+        security=secure_kafka.security("client"),
+    )
+    producer = clients.transactional_producer(
+        f"turnstream-{GROUP}-turnstream.commands.v1-0"
+    )
+    with pytest.raises(TransactionalIdAuthorizationFailed):
+        async with asyncio.timeout(TIMEOUT):
+            await producer.start()
+    await producer.stop()
+
+
+MISCONFIGURATIONS = [
+    pytest.param(
+        {"password": "wrong-password"},
+        ExitCode.AUTHENTICATION,
+        "refused the SCRAM-SHA-512 login of user 'client': invalid credentials",
+        id="wrong-password",
+    ),
+    pytest.param(
+        {"user": "nobody"},
+        ExitCode.AUTHENTICATION,
+        "refused the SCRAM-SHA-512 login of user 'nobody': invalid credentials",
+        id="unknown-user",
+    ),
+    pytest.param(
+        {"--sasl-mechanism": "SCRAM-SHA-256"},
+        ExitCode.AUTHENTICATION,
+        "the listener does not enable SCRAM-SHA-256",
+        id="wrong-mechanism",
+    ),
+    pytest.param(
+        {"--ssl-cafile": None},
+        ExitCode.TLS,
+        "no CA file is set and the system CAs do not verify the broker's certificate",
+        id="missing-ca",
+    ),
+    pytest.param(
+        {"--bootstrap": "localhost"},
+        ExitCode.TLS,
+        "the broker's certificate does not name the host",
+        id="hostname-mismatch",
+    ),
+    pytest.param(
+        {"--security-protocol": "PLAINTEXT"},
+        ExitCode.TLS,
+        "the listener speaks TLS and this client PLAINTEXT",
+        id="plaintext-on-tls-port",
+    ),
+    pytest.param(
+        {"--security-protocol": "SSL"},
+        ExitCode.TLS,
+        "the listener expects a SASL login",
+        id="tls-without-sasl",
+    ),
+]
+
+
+def test_a_client_missing_a_permission_is_told_which(
+    secure_kafka: SecureKafka,
+) -> None:
+    """A principal with the client's grants but Write on commands (it may see the
+    topic): chat exits 6 naming Write on it, not an unconfirmed send that "may
+    still arrive"; one that may not even see the commands topic is told so."""
+    topics = TopicNames()
+    reads = [
+        acl
+        for acl in role_acls(Role.CLIENT, "User:reader", RoleNames(topics=topics))
+        if acl.operation.label != "Write"
+    ]
+    reads.append(
+        Acl(
+            principal="User:reader",
+            operation=AclOperation.DESCRIBE,
+            resource_type=ResourceType.TOPIC,
+            resource=topics.commands,
+        )
+    )
+    asyncio.run(
+        apply_acls(
+            secure_kafka.connection(), reads, security=secure_kafka.security("admin")
+        )
+    )
+
+    cases = {
+        "reader": "User:reader lacks Write on Topic turnstream.commands.v1",
+        "analytics": "User:analytics lacks Describe on Topic turnstream.commands.v1",
+    }
+    for user, message in cases.items():
+        code, output = invoke(
+            ["chat", "hi", "--timeout", "10", *secure_kafka.flags(user)],
+            secure_kafka.password_env(user),
+        )
+        assert code == ExitCode.AUTHORIZATION, output
+        assert message in " ".join(output.split()), output
+
+
+@pytest.mark.parametrize(("change", "code", "message"), MISCONFIGURATIONS)
+def test_each_misconfiguration_has_its_message_and_exit_code(
+    secure_kafka: SecureKafka,
+    change: dict[str, str | None],
+    code: ExitCode,
+    message: str,
+) -> None:
+    """chat (as every command) names what to fix; never the password."""
+    user = change.get("user") or "client"
+    password = change.get("password") or secure_kafka.passwords["client"]
+    flags = secure_kafka.flags(user)
+    for flag, value in change.items():
+        if not flag.startswith("--"):
+            continue
+        at = flags.index(flag)
+        if value is None:
+            del flags[at : at + 2]
+        elif flag == "--bootstrap":
+            flags[at + 1] = f"{value}:{secure_kafka.port}"
+        else:
+            flags[at + 1] = value
+    if "--security-protocol" in change and change["--security-protocol"] != "SASL_SSL":
+        at = flags.index("--sasl-mechanism")
+        del flags[at : at + 4]  # SASL flags need a SASL_* protocol
+        if change["--security-protocol"] == "PLAINTEXT":
+            at = flags.index("--ssl-cafile")
+            del flags[at : at + 2]
+
+    sasl = "--sasl-mechanism" in flags
+    found, output = invoke(
+        ["chat", "hi", "--timeout", "10", *flags],
+        {"TURNSTREAM_KAFKA_SASL_PASSWORD": password} if sasl else {},
+    )
+
+    assert found == code, output
+    assert message in " ".join(output.split()), output
+    assert "cannot reach Kafka" not in output
+    assert password not in output
+
+
+async def _grant_partial(
+    kafka: SecureKafka, prefix: str, user: str, missing: str
+) -> TopicNames:
+    """Topics with ``prefix``; ``user`` gets the actor grants except ``missing``."""
+    topics = TopicNames.with_affixes(prefix=prefix)
+    desired = resolve_topics(
+        load_topic_set(PROJECT_DIR / "infra" / "topics.yaml"),
+        partitions=1,
+        replication_factor=1,
+        prefix=prefix,
+        suffix="",
+    )
+    admin = kafka.security("admin")
+    await apply_topics(kafka.connection(), desired, security=admin)
+    names = RoleNames(topics=topics, group_id=f"{prefix}actors")
+    grants = [
+        acl
+        for acl in role_acls(Role.ACTOR, f"User:{user}", names)
+        if str(acl) != missing
+    ]
+    assert len(grants) == len(role_acls(Role.ACTOR, f"User:{user}", names)) - 1
+    grants += role_acls(Role.CLIENT, "User:client", names)
+    await apply_acls(kafka.connection(), grants, security=admin)
+    return topics
+
+
+async def _visible(
+    kafka: SecureKafka, topics: TopicNames
+) -> tuple[list[int], dict[str, int], dict[str, int]]:
+    """Offsets readable read_committed, once no transaction is open (the
+    coordinator writes commit and abort markers just after answering)."""
+
+    async def settled() -> tuple[list[int], dict[str, int], dict[str, int]]:
+        found = await _read_committed(kafka, topics)
+        assert found[1] == found[2], f"a transaction is still open: {found}"
+        return found
+
+    return await assert_eventually(settled, timeout=30, message="no open txn")
+
+
+async def _read_committed(
+    kafka: SecureKafka, topics: TopicNames
+) -> tuple[list[int], dict[str, int], dict[str, int]]:
+    """Offsets readable read_committed; the last stable and the end offsets."""
+    clients = KafkaClients(
+        connection=kafka.connection(), security=kafka.security("admin")
+    )
+    tps = [TopicPartition(topics.events, 0), TopicPartition(topics.loops, 0)]
+    stable: dict[str, int] = {}
+    ends: dict[str, int] = {}
+    seen: list[int] = []
+    for committed in (True, False):
+        consumer = clients.consumer(
+            "check", read_committed=committed, auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        try:
+            consumer.assign(tps)
+            offsets = await consumer.end_offsets(tps)
+            (stable if committed else ends).update(
+                {tp.topic: o for tp, o in offsets.items()}
+            )
+            if committed:
+                for tp in tps:
+                    while await consumer.position(tp) < offsets[tp]:
+                        batch = await consumer.getmany(tp, timeout_ms=1000)
+                        seen += [r.offset for r in batch.get(tp, [])]
+        finally:
+            await consumer.stop()
+    return seen, stable, ends
+
+
+@pytest.mark.parametrize(
+    ("user", "missing", "reported", "operation"),
+    [
+        pytest.param(
+            "actor-noloops",
+            "ALLOW User:actor-noloops Write Topic {prefix}turnstream.loops.v1",
+            "User:actor-noloops lacks Write on Topic {prefix}turnstream.loops.v1",
+            "commit on partition 0",
+            id="no-write-on-loops",
+        ),
+        pytest.param(
+            "actor-notxn",
+            "ALLOW User:actor-notxn Write TransactionalId prefix "
+            "turnstream-{prefix}actors-",
+            "User:actor-notxn lacks Write on TransactionalId "
+            "turnstream-{prefix}actors-{prefix}turnstream.commands.v1-0",
+            "start the transactional producer of partition 0",
+            id="no-transactional-id",
+        ),
+        pytest.param(
+            "actor-nogroup",
+            "ALLOW User:actor-nogroup Read Group {prefix}actors",
+            "User:actor-nogroup lacks Read on Group {prefix}actors",
+            "fetch commands",
+            id="no-read-on-group",
+        ),
+    ],
+)
+async def test_actor_missing_a_permission_names_it_and_commits_nothing(
+    secure_kafka: SecureKafka, user: str, missing: str, reported: str, operation: str
+) -> None:
+    """The actor reports the permission, resource and principal once, exits 6
+    (no takeover retry loop), and no part of a failed commit is visible
+    read_committed: the events topic holds no committed record and no open
+    transaction (its last stable offset is its end)."""
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    missing, reported = missing.format(prefix=prefix), reported.format(prefix=prefix)
+    topics = await _grant_partial(secure_kafka, prefix, user, missing)
+    actor_env = clean_env(**secure_kafka.password_env(user))
+    client_env = clean_env(**secure_kafka.password_env("client"))
+    args = [*secure_kafka.flags(user), "--topic-prefix", prefix]
+    async with child(
+        ["actor", "run", *args, "--group", f"{prefix}actors", "--metrics-port", "0"],
+        actor_env,
+    ) as actor:
+        chat_args = [*secure_kafka.flags("client"), "--group", f"{prefix}actors"]
+        async with child(
+            ["chat", "hello", "--wait", "120", *chat_args],
+            {**client_env, "TURNSTREAM_TOPIC_PREFIX": prefix},
+        ):
+            async with asyncio.timeout(TIMEOUT + 30):
+                out, _ = await actor.communicate()
+    log = out.decode()
+
+    assert actor.returncode == ExitCode.AUTHORIZATION, log[-3000:]
+    assert reported in log
+    lines = log.splitlines()
+    # Reported once: one log line (the writer's or the takeover's), one exit line.
+    assert len([line for line in lines if "denied by an ACL" in line]) == 1, log
+    assert [line for line in lines if line.startswith("error:")] == [
+        f"error: not authorised to {operation}: {reported}; grant it (see "
+        "`turnstream acls`) [kafka_authorization]"
+    ]
+    assert "partition takeover failed; will retry" not in log
+    seen, stable, ends = await _visible(secure_kafka, topics)
+    assert seen == []
+    assert stable == ends
+    with contextlib.suppress(json.JSONDecodeError):
+        for line in log.splitlines():
+            if line.startswith("{"):
+                record = json.loads(line)
+                for secret in secure_kafka.passwords.values():
+                    assert secret not in json.dumps(record)
+
+
+async def test_aiokafka_abort_after_a_denied_partition_needs_a_reinitialised_producer(
+    secure_kafka: SecureKafka,
+) -> None:
+    """Why the writer re-initialises its producer after every failed transaction.
+
+    After AddPartitionsToTxn is denied for the loops partition, aiokafka's
+    ``abort_transaction`` returns without telling the coordinator (it dropped
+    the partitions already added), so the same producer's next commit makes
+    the "aborted" event visible: the partial commit of the issue. A
+    re-initialised producer (InitProducerId) aborts it on the coordinator: the
+    next commit shows its own record only.
+    """
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    missing = f"ALLOW User:actor-noloops Write Topic {prefix}turnstream.loops.v1"
+    topics = await _grant_partial(secure_kafka, prefix, "actor-noloops", missing)
+    clients = KafkaClients(
+        connection=secure_kafka.connection(),
+        security=secure_kafka.security("actor-noloops"),
+    )
+    txn_id = f"turnstream-{prefix}actors-check"
+
+    async def denied_then_commit(*, reinitialise: bool) -> tuple[int, int]:
+        producer = clients.transactional_producer(txn_id)
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            first = await producer.send_and_wait(topics.events, b"first", partition=0)
+            with pytest.raises(TopicAuthorizationFailedError):
+                await producer.send_and_wait(topics.loops, b"state", partition=0)
+            await producer.abort_transaction()
+            if reinitialise:
+                await producer.stop()
+                producer = clients.transactional_producer(txn_id)
+                await producer.start()
+            await producer.begin_transaction()
+            second = await producer.send_and_wait(topics.events, b"second", partition=0)
+            await producer.commit_transaction()
+        finally:
+            await producer.stop()
+        return first.offset, second.offset
+
+    async with asyncio.timeout(TIMEOUT):
+        same = await denied_then_commit(reinitialise=False)
+        seen_same, _, _ = await _visible(secure_kafka, topics)
+        fresh = await denied_then_commit(reinitialise=True)
+        seen, stable, ends = await _visible(secure_kafka, topics)
+
+    assert seen_same == list(same)  # the "aborted" first record was committed
+    assert seen == [*same, fresh[1]]  # a re-initialised producer aborted it
+    assert stable == ends
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["actor", "run", "--metrics-port", "0"], id="actor-run"),
+        pytest.param(["analytics", "run", "--no-web"], id="analytics-run"),
+        pytest.param(["tail", "--loop", str(uuid.uuid4())], id="tail"),
+        pytest.param(["topics", "apply"], id="topics-apply"),
+        pytest.param(["smoke"], id="smoke"),
+        pytest.param(["demo"], id="demo"),
+        pytest.param(["acls", "--apply", "--role", "client"], id="acls-apply"),
+    ],
+)
+async def test_every_command_reports_a_refused_login_the_same_way(
+    secure_kafka: SecureKafka, command: list[str]
+) -> None:
+    """Not only chat: each command that talks to Kafka exits 4 on a wrong password,
+    naming the user and what to check, and never prints the password."""
+    env = clean_env(TURNSTREAM_KAFKA_SASL_PASSWORD="not-the-password")
+
+    code, output = await run([*command, *secure_kafka.flags("client")], env)
+
+    assert code == ExitCode.AUTHENTICATION, output
+    assert (
+        "refused the SCRAM-SHA-512 login of user 'client': invalid credentials"
+        in " ".join(output.split())
+    ), output
+    assert "not-the-password" not in output

@@ -1,0 +1,75 @@
+"""The roles' least-privilege grants and the ``turnstream acls`` listing (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from turnstream.cli.main import app
+from turnstream.errors import ConfigError
+from turnstream.kafka.admin.acls import Role, RoleNames, role_acls
+from turnstream.kafka.topology import TopicNames
+
+NAMES = RoleNames(topics=TopicNames.with_affixes(prefix="t1."), group_id="g")
+
+
+def test_client_grants_are_commands_write_and_journal_read_only() -> None:
+    """The client writes commands and reads events and deltas: nothing else."""
+    assert [str(a) for a in role_acls(Role.CLIENT, "User:c", NAMES)] == [
+        "ALLOW User:c Write Topic t1.turnstream.commands.v1",
+        "ALLOW User:c IdempotentWrite Cluster kafka-cluster",
+        "ALLOW User:c Read Topic t1.turnstream.events.v1",
+        "ALLOW User:c Read Topic t1.turnstream.deltas.v1",
+        "ALLOW User:c Describe Group g",
+    ]
+
+
+def test_actor_grants_cover_its_topics_group_and_transactional_ids() -> None:
+    """The actor reads commands (its group), events and loops; writes the journal,
+    state, deltas and dead letters; owns the transactional ids of its group."""
+    assert [str(a) for a in role_acls(Role.ACTOR, "User:a", NAMES)] == [
+        "ALLOW User:a Read Topic t1.turnstream.commands.v1",
+        "ALLOW User:a Read Group g",
+        "ALLOW User:a Read Topic t1.turnstream.events.v1",
+        "ALLOW User:a Read Topic t1.turnstream.loops.v1",
+        "ALLOW User:a Write Topic t1.turnstream.events.v1",
+        "ALLOW User:a Write Topic t1.turnstream.loops.v1",
+        "ALLOW User:a Write Topic t1.turnstream.deltas.v1",
+        "ALLOW User:a Write Topic t1.turnstream.commands.dlq.v1",
+        "ALLOW User:a Write TransactionalId prefix turnstream-g-",
+        "ALLOW User:a IdempotentWrite Cluster kafka-cluster",
+    ]
+
+
+@pytest.mark.parametrize("role", list(Role))
+def test_no_role_gets_a_cluster_permission_beyond_idempotent_write(role: Role) -> None:
+    """DescribeConfigs (or anything else) on the Cluster is not needed."""
+    cluster = [
+        a
+        for a in role_acls(role, "User:x", NAMES)
+        if a.resource_type.label == "Cluster"
+    ]
+    assert [a.operation.label for a in cluster] == ["IdempotentWrite"]
+
+
+def test_a_principal_without_a_type_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="TYPE:NAME"):
+        role_acls(Role.CLIENT, "client", NAMES)
+
+
+def test_acls_command_prints_the_grants_for_the_topic_prefix() -> None:
+    """Printing needs no broker; topic names carry --topic-prefix."""
+    result = CliRunner().invoke(
+        app,
+        ["acls", "--role", "client", "--topic-prefix", "t1.", "--group", "g"],
+        env={"TURNSTREAM_TOPIC_PREFIX": None, "TURNSTREAM_TOPIC_SUFFIX": None},
+    )
+
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "ALLOW User:client Write Topic t1.turnstream.commands.v1",
+        "ALLOW User:client IdempotentWrite Cluster kafka-cluster",
+        "ALLOW User:client Read Topic t1.turnstream.events.v1",
+        "ALLOW User:client Read Topic t1.turnstream.deltas.v1",
+        "ALLOW User:client Describe Group g",
+    ]
