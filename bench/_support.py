@@ -133,7 +133,7 @@ class ModelPool:
     make: Callable[[LoopId], ModelClient]
     tools: tuple[Tool, ...] = ()
 
-    def setup_for(self, loop_id: LoopId) -> LoopSetup:
+    def setup_for(self, loop_id: LoopId, _agent: str = "") -> LoopSetup:
         """The setup of one loop: a fresh model client from ``make``."""
         config = LoopConfig(
             model="bench-model", tools=self.tools, commit_timeout=60.0, agent_name="b"

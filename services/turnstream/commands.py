@@ -49,11 +49,26 @@ class SubmitInput(CommandBase):
     Attributes:
         no_fold: never fold this input into a running turn; it starts its own
             turn in FIFO order and stops the fold scan at its position.
+        agent: the agent this input is for. The first submit of a loop binds
+            the loop to it (empty: the service's single agent); later ones
+            must name the same agent or none.
+        model: a model from the agent's allow-list for the turn this input
+            starts (empty: the agent's default). An input that names a model
+            or options never folds: it starts its own turn.
+        max_tokens: an output cap for that turn's steps (``None``: the
+            agent's).
     """
 
     type: Literal["SubmitInput"] = "SubmitInput"
     message: UserMessage
     no_fold: bool = False
+    agent: str = Field(default="", max_length=256)
+    model: str = Field(default="", max_length=256)
+    max_tokens: int | None = Field(default=None, ge=1)
+
+    def picks_turn_options(self) -> bool:
+        """Whether this input chooses its own turn's model or options."""
+        return bool(self.model) or self.max_tokens is not None
 
 
 class Interrupt(CommandBase):

@@ -57,6 +57,7 @@ __all__ = [
     "InputQueued",
     "LoopIdle",
     "LoopStarted",
+    "LoopStopped",
     "PermissionDecided",
     "PermissionRequested",
     "Profile",
@@ -124,6 +125,13 @@ class RejectReason(StrEnum):
     SHUTTING_DOWN = "shutting_down"
     INTERNAL = "internal"
     INVALID_INPUT = "invalid_input"
+    UNKNOWN_AGENT = "unknown_agent"
+    """The submit names an agent this service does not host (or names none
+    while the service hosts several)."""
+    WRONG_AGENT = "wrong_agent"
+    """The submit names another agent than the one the loop is bound to."""
+    MODEL_NOT_ALLOWED = "model_not_allowed"
+    """The submit names a model outside the agent's allow-list."""
 
 
 class CancelReason(StrEnum):
@@ -282,6 +290,20 @@ class LoopStarted(EventBase):
     display_name: str = ""
 
 
+class LoopStopped(EventBase):
+    """A client's ``Shutdown`` stopped the loop; later inputs are refused.
+
+    Durable, so every later owner of the loop refuses alike
+    (``TurnRejected{shutting_down}``). A host's own stop (a partition
+    handover) writes none. An agent that allows it reopens the loop with the
+    next input's ``TurnStarted``.
+    """
+
+    DELIVERY = Delivery.ENDURING
+    PROFILE = Profile.LOOP
+    type: Literal["LoopStopped"] = "LoopStopped"
+
+
 class LoopIdle(EventBase):
     """The loop parked: no turn running and nothing left to start."""
 
@@ -319,6 +341,10 @@ class TurnStarted(EventBase):
     type: Literal["TurnStarted"] = "TurnStarted"
     turn_index: _TurnIndex
     message: UserMessage
+    model: str = ""
+    """The model every step of this turn asks (empty: not recorded)."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """The output cap of every step of this turn, if any."""
 
 
 class TurnFoldedInto(EventBase):
@@ -509,6 +535,7 @@ AnyEvent = (
     | PermissionRequested
     | GateOpened
     | GateResolved
+    | LoopStopped
 )
 """Every event, for ``match`` dispatch ending in ``assert_never``."""
 
@@ -532,6 +559,7 @@ EnduringEvent = (
     | PermissionRequested
     | GateOpened
     | GateResolved
+    | LoopStopped
 )
 
 EVENT_TYPES: tuple[type[EventBase], ...] = (
@@ -553,6 +581,7 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     PermissionRequested,
     GateOpened,
     GateResolved,
+    LoopStopped,
 )
 EPHEMERAL_EVENT_TYPES = tuple(
     t for t in EVENT_TYPES if t.DELIVERY is Delivery.EPHEMERAL

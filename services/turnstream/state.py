@@ -1,9 +1,9 @@
 """Loop state: what the compacted ``turnstream.loops.v1`` topic holds per loop.
 
-Owns :class:`LoopState` and :class:`OpenTurn`. A snapshot is a *cache* of the
-journal fold, never the source of truth: restore reads the latest snapshot and
-then folds only the journal events after ``journal_offset``. Imports only value
-types.
+Owns :class:`LoopState`, :class:`OpenTurn` and :class:`OpenGate`. A snapshot
+is a *cache* of the journal fold, never the source of truth: restore reads the
+latest snapshot and then folds only the journal events after
+``journal_offset``. Imports only value types.
 """
 
 from __future__ import annotations
@@ -15,16 +15,26 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from turnstream.content import Conversation
 
-__all__ = ["LoopState", "OpenTurn"]
+__all__ = ["LoopState", "OpenGate", "OpenTurn"]
+
+
+class OpenGate(BaseModel):
+    """An approval gate of the open turn that has not been resolved yet."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gate_id: UUID
+    step_id: UUID
 
 
 class OpenTurn(BaseModel):
-    """A turn that started and has not ended yet."""
+    """A turn that started and has not ended yet (with its open gates)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     turn_id: UUID
     turn_index: int = Field(ge=1)
+    gates: tuple[OpenGate, ...] = ()
 
 
 class LoopState(BaseModel):
@@ -49,6 +59,8 @@ class LoopState(BaseModel):
         pending_command_offsets: offsets at or before
             ``applied_command_offset`` of admitted inputs that had no durable
             answer yet (queued behind a turn); they run again after a restore.
+        stopped: a client's ``Shutdown`` stopped the loop (``LoopStopped``);
+            later inputs are refused unless the loop's agent reopens it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -66,3 +78,4 @@ class LoopState(BaseModel):
     updated_at: datetime | None = None
     applied_command_offset: int = -1
     pending_command_offsets: tuple[int, ...] = ()
+    stopped: bool = False

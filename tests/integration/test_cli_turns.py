@@ -186,15 +186,19 @@ async def test_actor_run_chat_tail_and_metrics(actor: Actor) -> None:
     )
     assert code == 0, f"{replay}\n{err}"
     kinds = [line.split(" ", 1)[0] for line in replay.splitlines()]
-    assert kinds[:6] == [
+    # The built-in agent's policy allows the demo tools: each call is decided
+    # durably (PermissionDecided) before its step commits.
+    assert kinds[:8] == [
         "LoopStarted",
         "TurnStarted",
+        "PermissionDecided",
         "StepDone",
+        "PermissionDecided",
         "StepDone",
         "StepDone",
         "TurnDone",
     ]
-    assert kinds[6:] in ([], ["LoopIdle"])  # the idle edge commits right after
+    assert kinds[8:] in ([], ["LoopIdle"])  # the idle edge commits right after
 
     status, body = await http_get(actor.metrics_port, "/metrics")
     assert status == 200

@@ -291,7 +291,7 @@ class _Marking(Models):
         default_factory=lambda: FunctionTool(name="mark", fn=lambda _i, _c: "marked")
     )
 
-    def setup_for(self, loop_id: LoopId) -> LoopSetup:
+    def setup_for(self, loop_id: LoopId, _agent: str = "") -> LoopSetup:
         config = LoopConfig(
             model="test-model",
             tools=(self.tool,),

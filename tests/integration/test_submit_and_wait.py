@@ -62,7 +62,7 @@ class _Gated(Models):
         await self.releases.get()
         return "opened"
 
-    def setup_for(self, loop_id: LoopId) -> LoopSetup:
+    def setup_for(self, loop_id: LoopId, _agent: str = "") -> LoopSetup:
         config = LoopConfig(
             model="test-model",
             tools=(FunctionTool(name="gate", fn=self._gate),),

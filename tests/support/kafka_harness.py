@@ -111,7 +111,7 @@ class Models:
     by_loop: dict[UUID, ModelClient] = field(default_factory=dict)
     tools: tuple[Tool, ...] = field(default_factory=lambda: tool_set("demo"))
 
-    def setup_for(self, loop_id: LoopId) -> LoopSetup:
+    def setup_for(self, loop_id: LoopId, _agent: str = "") -> LoopSetup:
         config = LoopConfig(
             model="test-model",
             tools=self.tools,

@@ -37,6 +37,7 @@ from turnstream.events import (
     InputQueued,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     PermissionDecided,
     PermissionRequested,
     Profile,
@@ -77,6 +78,7 @@ EVENT_TABLE = [
     (PermissionRequested, D, Profile.TOOL, False),
     (GateOpened, D, Profile.STEP, False),
     (GateResolved, D, Profile.STEP, False),
+    (LoopStopped, D, Profile.LOOP, False),
 ]
 
 

@@ -67,6 +67,7 @@ from turnstream.events import (
     InputCancelled,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     PermissionDecided,
     PermissionRequested,
     StepDone,
@@ -613,6 +614,7 @@ def _apply(  # noqa: PLR0911 - one return per event type
             return _on_terminal(state, event, TerminalKind.INTERRUPTED, micros, config)
         case (
             LoopIdle()
+            | LoopStopped()
             | TurnRejected()
             | TurnFoldedInto()
             | InputCancelled()

@@ -5,7 +5,9 @@ flags over the environment once into the deployable's
 :class:`~turnstream.loop_actor.settings.ActorSettings` (Kafka security and
 secrets come from the environment only, see ``python -m turnstream.loop_actor
 --help``; the model's API key from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``).
-``run`` probes Kafka, optionally applies ``infra/topics.yaml``, serves
+``run`` loads the agents to host (``--agent package.module:attribute``, from the
+current directory; the built-in ``turnstream`` agent without it), probes Kafka,
+optionally applies ``infra/topics.yaml``, serves
 ``/metrics`` and ``/ready`` on ``--metrics-port`` (loopback by default; 0 turns
 it off), and runs :func:`~turnstream.loop_actor.run_service` until SIGTERM or
 Ctrl-C, which stop it in order. Several processes with the same ``--group``
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -51,6 +54,7 @@ from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.admin.probe import check_broker
 from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
 from turnstream.loop_actor import ActorSettings, run_service
+from turnstream.loop_actor.agents import hosted_agents
 from turnstream.loop_actor.metrics_http import serve_health
 from turnstream.loop_actor.settings import ENV as ACTOR_ENV
 from turnstream.observability import configure_logging
@@ -170,6 +174,18 @@ def run(
             show_default=False,
         ),
     ] = None,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent",
+            help="An agent to host, as package.module:attribute (an Agent, or a "
+            "function returning one), importable from the current directory; "
+            f"repeat it to host several (or set {ENV.AGENTS}, comma-separated). "
+            "Without it the service hosts the built-in agent 'turnstream' made of "
+            "--model, --tools and --system-prompt.",
+            show_default=False,
+        ),
+    ] = None,
     metrics_port: Annotated[
         int,
         typer.Option(
@@ -210,7 +226,45 @@ def run(
         _tuning(
             "--session-timeout-ms",
             "session_timeout_ms",
-            "Consumer-group session timeout in ms (>= 6000, default 10000).",
+            "Consumer-group session timeout in ms (>= 6000, default 8000): how "
+            "long a crashed actor's partitions wait before another actor takes "
+            "them, unless its replacement (same instance id) comes first.",
+        ),
+    ] = None,
+    heartbeat_interval_ms: Annotated[
+        str | None,
+        _tuning(
+            "--heartbeat-interval-ms",
+            "heartbeat_interval_ms",
+            "Consumer heartbeat in ms (default 1000; at most a third of the "
+            "session timeout).",
+        ),
+    ] = None,
+    rebalance_timeout_ms: Annotated[
+        str | None,
+        _tuning(
+            "--rebalance-timeout-ms",
+            "rebalance_timeout_ms",
+            "How long a rebalance waits for members to rejoin, in ms (default 10000).",
+        ),
+    ] = None,
+    drain_timeout: Annotated[
+        str | None,
+        _tuning(
+            "--drain-timeout",
+            "drain_timeout",
+            "Seconds running turns may take to finish on SIGTERM before they are "
+            "interrupted and the partitions handed over (default 30).",
+        ),
+    ] = None,
+    instance_id: Annotated[
+        str | None,
+        _tuning(
+            "--instance-id",
+            "instance_id",
+            "Static group membership: auto (default: <host>-<slot>, the lowest "
+            "free local slot, so a restarted actor takes its partitions back "
+            "without a rebalance), none (dynamic), or an explicit unique id.",
         ),
     ] = None,
     commit_deadline: Annotated[
@@ -245,14 +299,22 @@ def run(
             model=choice,
             tools=tools,
             system_prompt=system_prompt,
+            agents=agent or (),
             env=os.environ,
             tuning={
                 "txn_prefix": txn_prefix,
                 "session_timeout_ms": session_timeout_ms,
+                "heartbeat_interval_ms": heartbeat_interval_ms,
+                "rebalance_timeout_ms": rebalance_timeout_ms,
+                "drain_timeout": drain_timeout,
+                "instance_id": instance_id,
                 "commit_deadline": commit_deadline,
                 "schema_dir": schema_dir,
             },
         )
+        if settings.agents and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # a user's agent package, like uvicorn's
+        hosted_agents(settings)  # a bad --agent is a usage error, before Kafka
     configure_logging(fmt, level=level)
     with exit_on_errors(target.bootstrap):
         asyncio.run(

@@ -7,8 +7,9 @@ replay), submit, then print the turn's events as they arrive -- token deltas
 inline, tool calls, the terminal -- and exit 0 on ``TurnDone``, 1 on
 ``TurnFailed`` or a rejected input, 130 on ``TurnInterrupted`` (Ctrl-C sends an
 ``Interrupt`` first), 2 on bad settings or missing topics, 3 when Kafka does not
-answer. The model is the loop actor's (``turnstream actor run --model``).
-Must not import aiokafka.
+answer. The agent and its models are the loop actor's (``turnstream actor run
+--agent``); ``--agent`` names the one a new loop is bound to, ``--model`` one of
+its allowed models for this turn. Must not import aiokafka.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Final
 
 import typer
@@ -53,7 +55,7 @@ from turnstream.kafka.admin.probe import group_members
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.runtime.subscription import Subscription
 
-__all__ = ["TurnFollower", "chat"]
+__all__ = ["TurnChoice", "TurnFollower", "chat"]
 
 _HINT_AFTER: Final = 10.0
 _PROBE_AFTER: Final = 4.0
@@ -122,6 +124,15 @@ class TurnFollower:
                 return None  # InputQueued: wait for the turn
 
 
+@dataclass(frozen=True, slots=True)
+class TurnChoice:
+    """What a chat input chooses: its agent, its turn's model and output cap."""
+
+    agent: str = ""
+    model: str = ""
+    max_tokens: int | None = None
+
+
 class _ChatRun:
     """One chat: the subscription, the follower and the printer of one submit."""
 
@@ -141,12 +152,25 @@ class _ChatRun:
         self._actors = actors
         self._group = group
 
-    async def run(self, text: str, *, no_fold: bool, wait: float) -> ExitCode:
+    async def run(
+        self,
+        text: str,
+        *,
+        no_fold: bool,
+        wait: float,
+        options: TurnChoice | None = None,
+    ) -> ExitCode:
+        choice = options or TurnChoice()
         # Subscribe before submitting: the live feed has no replay.
         subscription = self._session.subscribe_events(loop_filter(self._loop_id))
         try:
             command_id = await self._session.submit_to_loop(
-                self._loop_id, text, no_fold=no_fold
+                self._loop_id,
+                text,
+                no_fold=no_fold,
+                agent=choice.agent,
+                model=choice.model,
+                max_tokens=choice.max_tokens,
             )
             follower = TurnFollower(command_id)
             try:
@@ -235,6 +259,7 @@ async def _chat(
     no_fold: bool,
     wait: float,
     group: str,
+    choice: TurnChoice,
 ) -> ExitCode:
     session = await connect_session(target, loop_id=loop)
 
@@ -251,7 +276,7 @@ async def _chat(
         printer = EventPrinter(console, EventRenderer(deltas=deltas, full_answers=True))
         return await _ChatRun(
             session, loop_id, printer, actors=actors, group=group
-        ).run(text, no_fold=no_fold, wait=wait)
+        ).run(text, no_fold=no_fold, wait=wait, options=choice)
 
 
 @kafka_options()
@@ -294,6 +319,33 @@ def chat(
             help="Seconds to wait for the turn to end before giving up (exit 1).",
         ),
     ] = 600.0,
+    agent: Annotated[
+        str,
+        typer.Option(
+            "--agent",
+            help="The agent this input is for (a new loop is bound to it; by "
+            "default the service's single agent).",
+            show_default=False,
+        ),
+    ] = "",
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="A model from the agent's allow-list for this turn (by default "
+            "the agent's own); another is rejected (model_not_allowed).",
+            show_default=False,
+        ),
+    ] = "",
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            min=1,
+            help="An output cap for this turn's model calls.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Send TEXT to a loop and stream its turn: tokens, tool calls, the end.
 
@@ -313,6 +365,7 @@ def chat(
                 no_fold=no_fold,
                 wait=wait,
                 group=group,
+                choice=TurnChoice(agent=agent, model=model, max_tokens=max_tokens),
             )
         )
     raise typer.Exit(int(code))

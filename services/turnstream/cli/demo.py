@@ -203,9 +203,10 @@ async def _demo(
                 built.service, target, script, deltas=deltas, within=within, where=where
             )
     finally:
-        close = getattr(built.model, "aclose", None)
-        if close is not None:
-            await close()
+        for model in built.models:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
         _ok("loop actor stopped, session client closed")
 
 

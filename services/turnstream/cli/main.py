@@ -12,7 +12,17 @@ from typing import Annotated
 import typer
 
 from turnstream import __version__
-from turnstream.cli import actor, analytics, broker, chat, demo, smoke, tail, topics
+from turnstream.cli import (
+    actor,
+    analytics,
+    broker,
+    chat,
+    demo,
+    respond,
+    smoke,
+    tail,
+    topics,
+)
 from turnstream.cli._common import set_verbose
 
 __all__ = ["app", "main"]
@@ -59,6 +69,7 @@ app.command(name="smoke")(smoke.smoke)
 app.add_typer(actor.app, name="actor")
 app.add_typer(analytics.app, name="analytics")
 app.command(name="chat")(chat.chat)
+app.command(name="respond")(respond.respond)
 app.command(name="tail")(tail.tail)
 app.command(name="demo")(demo.demo)
 

@@ -40,6 +40,7 @@ from turnstream.events import (
     InputQueued,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     PermissionDecided,
     PermissionRequested,
     StepDone,
@@ -208,15 +209,20 @@ class EventRenderer:
         quote = self._quote
         match event:
             case LoopStarted():
-                return f"model={event.model or '-'}"
-            case LoopIdle():
+                name = event.header.agent_name
+                agent = f"agent={quote(name)} " if name else ""
+                return f"{agent}model={event.model or '-'}"
+            case LoopIdle() | LoopStopped():
                 return ""
             case InputQueued():
                 return f"command={short_id(event.reply_to())}"
             case TurnRejected():
                 detail = f" detail={quote(event.detail)}" if event.detail else ""
                 return f"reason={event.reason.value}{detail}"
-            case TurnStarted() | TurnFoldedInto():
+            case TurnStarted():
+                model = f" model={event.model}" if event.model else ""
+                return f"input={quote(_user_text(event.message))}{model}"
+            case TurnFoldedInto():
                 return f"input={quote(_user_text(event.message))}"
             case InputCancelled():
                 return (
@@ -256,7 +262,8 @@ class EventRenderer:
                     f"reason={quote(event.reason)}"
                 )
             case PermissionRequested():
-                return f"gate={short_id(event.gate_id)} tool={event.tool_name}"
+                # The full id: `turnstream respond GATE --loop LOOP` answers it.
+                return f"gate={event.gate_id} tool={event.tool_name}"
             case GateOpened():
                 actions = ",".join(event.actions) or "-"
                 return (

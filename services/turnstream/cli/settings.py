@@ -26,7 +26,7 @@ import logging
 import math
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final
@@ -80,6 +80,7 @@ class ENV:
     MODEL_API_KEY: Final = "TURNSTREAM_MODEL_API_KEY"
     CHUNK_DELAY: Final = "TURNSTREAM_DEMO_CHUNK_DELAY"
     TOOLS: Final = "TURNSTREAM_TOOLS"
+    AGENTS: Final = "TURNSTREAM_AGENTS"
     SYSTEM_PROMPT: Final = "TURNSTREAM_SYSTEM_PROMPT"
     KAFKA_TIMEOUT: Final = "TURNSTREAM_KAFKA_TIMEOUT"
     GROUP_ID: Final = "TURNSTREAM_GROUP_ID"
@@ -329,6 +330,7 @@ def actor_settings(
     system_prompt: str | None,
     env: Mapping[str, str],
     tuning: Mapping[str, str | None] | None = None,
+    agents: Sequence[str] = (),
 ) -> ActorSettings:
     """The deployable's settings: the environment's, with these flags applied.
 
@@ -361,6 +363,7 @@ def actor_settings(
         system_prompt=system_prompt
         if system_prompt is not None
         else base.system_prompt,
+        agents=tuple(agents) or base.agents,
         request_timeout=target.connection.request_timeout,
         security=target.security,
     )

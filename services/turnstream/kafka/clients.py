@@ -29,6 +29,7 @@ from turnstream.kafka.security import KafkaSecurity
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "KafkaClients",
+    "reachable",
     "start_client",
     "stop_client",
 ]
@@ -146,6 +147,22 @@ async def start_client(client: Any, *, seconds: float, operation: str) -> None:
     except (TimeoutError, KafkaError, OSError) as exc:
         await stop_client(client, seconds=seconds)
         raise transport_error(operation, exc) from exc
+
+
+async def reachable(client: Any, *, seconds: float) -> bool:
+    """Whether a started client can refresh its metadata from a broker now.
+
+    Asks the client's own connections (no new client, no log noise of its
+    own); any failure or timeout counts as unreachable.
+    """
+    inner = getattr(client, "_client", None)
+    if inner is None:
+        return False
+    try:
+        async with asyncio.timeout(seconds):
+            return bool(await inner.force_metadata_update())
+    except (TimeoutError, KafkaError, OSError):
+        return False
 
 
 async def stop_client(client: Any, *, seconds: float) -> None:

@@ -5,6 +5,9 @@ A table of contents:
 - ``settings``: :class:`ActorSettings`, validated once from the flags of
   ``turnstream actor run`` and the environment (:func:`parse_settings`);
 - ``app``: the composition root -- :func:`build_service`, :func:`run_service`;
+- ``agents``: the hosted agents -- :func:`load_agent` (``--agent
+  package.module:attribute``) and :func:`hosted_agents` (those, or the built-in
+  ``turnstream`` agent of ``--model``/``--tools``/``--system-prompt``);
 - ``tools``: the demo tool set;
 - ``__main__``: ``python -m turnstream.loop_actor``, an alias of the one entry
   point, ``turnstream actor run`` (which reads the flags and installs the signal
@@ -13,15 +16,19 @@ A table of contents:
 Composition root: may import every layer; nothing imports it.
 """
 
+from turnstream.loop_actor.agents import DEMO_AGENT_NAME, hosted_agents, load_agent
 from turnstream.loop_actor.app import Built, build_service, run_service
 from turnstream.loop_actor.settings import ActorSettings, parse_settings
 from turnstream.loop_actor.tools import DemoTool, tool_set
 
 __all__ = [
+    "DEMO_AGENT_NAME",
     "ActorSettings",
     "Built",
     "DemoTool",
     "build_service",
+    "hosted_agents",
+    "load_agent",
     "parse_settings",
     "run_service",
     "tool_set",

@@ -1,7 +1,7 @@
 """The composition root: settings in, a running loop-actor service out.
 
-Owns :func:`build_service` (schemas and codec, model client, tools, loop
-configuration, Kafka clients and the :class:`~turnstream.kafka.actor.service.
+Owns :func:`build_service` (schemas and codec, the hosted agents and their
+model clients, Kafka clients and the :class:`~turnstream.kafka.actor.service.
 LoopActorService`) and :func:`run_service` (build, run until shutdown, close
 what was built). The CLI's ``turnstream actor run`` and ``python -m
 turnstream.loop_actor`` both call :func:`run_service`; a metrics exporter reads
@@ -14,22 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-from turnstream.ids import LoopId
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.service import LoopActorService, ServiceSettings
 from turnstream.kafka.actor.writer import WriterSettings
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.topology import TopicNames
+from turnstream.loop_actor.agents import hosted_agents
+from turnstream.loop_actor.instance import claim_instance
 from turnstream.loop_actor.settings import ActorSettings
-from turnstream.loop_actor.tools import tool_set
 from turnstream.models import model_from_spec
-from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.agent import Agent, AgentHost
 from turnstream.runtime.model_client import ModelClient
-from turnstream.runtime.session import LoopSetup
 from turnstream.wire import Codec, SchemaSet, set_default_codec
 
 __all__ = ["COMMIT_TIMEOUT_MARGIN", "Built", "build_service", "run_service"]
@@ -46,15 +45,20 @@ an actor never mistakes a late commit for a failed one.
 
 @dataclass(frozen=True, slots=True)
 class Built:
-    """A service and the model client it uses (closed by :func:`run_service`)."""
+    """A service, its hosted agents and the model clients it built.
+
+    ``models`` are closed by :func:`run_service` (an injected client is the
+    caller's to close).
+    """
 
     service: LoopActorService
-    model: ModelClient
+    host: AgentHost
+    models: tuple[ModelClient, ...] = ()
 
 
-def _model_name(spec: str) -> str:
-    _, _, name = spec.partition(":")
-    return name.strip() or spec.strip()
+def _provider(spec: str) -> str:
+    provider, sep, _ = spec.strip().partition(":")
+    return provider.strip().lower() if sep else spec.strip().lower()
 
 
 def build_service(
@@ -62,35 +66,53 @@ def build_service(
     *,
     metrics: ServiceMetrics | None = None,
     model: ModelClient | None = None,
+    agents: Sequence[Agent] | None = None,
+    group_instance_id: str | None = None,
 ) -> Built:
     """Wire the service from its settings (nothing is started).
 
     Args:
         settings: the deployable's settings.
+        group_instance_id: the static member id (``None``: dynamic); see
+            :func:`~turnstream.loop_actor.instance.claim_instance`.
         metrics: where counters go (a fresh object by default).
-        model: a model client to use instead of the one ``settings.model``
-            names (tests inject scripted models here).
+        model: a model client every agent uses instead of the one its
+            ``model`` names (tests inject scripted models here).
+        agents: the agents to host instead of those ``settings.agents`` names
+            (or the built-in one).
 
     Raises:
-        ConfigError: schemas, model or tool settings are invalid.
+        ConfigError: schemas, agents, model or tool settings are invalid.
     """
     codec = Codec(SchemaSet.load(settings.schema_dir))
     set_default_codec(codec)
-    client = model or model_from_spec(
-        settings.model,
-        base_url=settings.model_base_url,
-        api_key=settings.model_api_key.reveal() if settings.model_api_key else None,
-        chunk_delay=settings.chunk_delay,
-    )
-    config = LoopConfig(
-        model=_model_name(settings.model),
-        system_prompt=settings.system_prompt,
-        tools=tool_set(settings.tools),
+    hosted = tuple(agents) if agents is not None else hosted_agents(settings)
+    built_models: list[ModelClient] = []
+    clients: dict[str, ModelClient] = {}
+
+    def client_for(agent: Agent) -> ModelClient:
+        if model is not None:
+            return model
+        if agent.client is not None:
+            return agent.client  # the user's own (its owner closes it)
+        if agent.model not in clients:
+            key = settings.provider_keys.get(_provider(agent.model))
+            key = key or settings.model_api_key
+            clients[agent.model] = model_from_spec(
+                agent.model,
+                base_url=settings.model_base_url,
+                api_key=key.reveal() if key else None,
+                chunk_delay=settings.chunk_delay,
+            )
+            built_models.append(clients[agent.model])
+        return clients[agent.model]
+
+    host = AgentHost(
+        hosted,
+        client_for,
         commit_timeout=settings.commit_deadline + COMMIT_TIMEOUT_MARGIN,
-        agent_name="turnstream",
     )
-    setup = LoopSetup(config=config, model=client)
-    clients = KafkaClients(
+    kafka_clients = KafkaClients(
         connection=KafkaConnection(
             bootstrap=settings.bootstrap,
             request_timeout=settings.request_timeout,
@@ -105,32 +127,32 @@ def build_service(
             prefix=settings.topic_prefix, suffix=settings.topic_suffix
         ),
         txn_prefix=settings.txn_prefix,
+        group_instance_id=group_instance_id,
         session_timeout_ms=settings.session_timeout_ms,
-        heartbeat_interval_ms=max(settings.session_timeout_ms // 3, 500),
+        heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        rebalance_timeout_ms=settings.rebalance_timeout_ms,
+        drain_timeout=settings.drain_timeout,
         writer=WriterSettings(commit_deadline=settings.commit_deadline),
     )
-
-    def setup_for(_loop_id: LoopId) -> LoopSetup:
-        return setup
-
     service = LoopActorService(
-        clients=clients,
+        clients=kafka_clients,
         settings=service_settings,
         codec=codec,
-        setup_for=setup_for,
+        setup_for=host.setup_for,
         metrics=metrics,
     )
-    return Built(service=service, model=client)
+    return Built(service=service, host=host, models=tuple(built_models))
 
 
 @contextlib.asynccontextmanager
-async def _closing(model: ModelClient) -> AsyncIterator[None]:
+async def _closing(models: Sequence[ModelClient]) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        close = getattr(model, "aclose", None)
-        if close is not None:
-            await close()
+        for model in models:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
 
 
 async def run_service(
@@ -152,14 +174,23 @@ async def run_service(
         ConfigError: invalid settings or topics.
         TransportError: Kafka failed in a way the service cannot survive.
     """
-    built = build_service(settings, metrics=metrics)
-    if on_start is not None:
-        on_start(built.service)
-    _log.info(
-        "loop actor starting: group %s, model %s",
-        settings.group_id,
-        _model_name(settings.model),
-    )
-    async with _closing(built.model):
-        await built.service.run()
+    claim = claim_instance(settings.instance_id, settings.group_id)
+    try:
+        built = build_service(
+            settings, metrics=metrics, group_instance_id=claim.instance_id
+        )
+        for warning in built.host.warnings():
+            _log.warning(warning)
+        if on_start is not None:
+            on_start(built.service)
+        _log.info(
+            "loop actor starting: group %s, agents %s, instance %s",
+            settings.group_id,
+            ", ".join(f"{a.name} ({a.model_name})" for a in built.host.agents),
+            claim.instance_id or "dynamic",
+        )
+        async with _closing(built.models):
+            await built.service.run()
+    finally:
+        claim.release()
     _log.info("loop actor stopped")

@@ -32,6 +32,7 @@ from turnstream.loop_actor.tools import TOOL_SETS
 
 __all__ = [
     "ENV",
+    "PROVIDER_KEY_ENV",
     "SECRET_ENV",
     "ActorSettings",
     "parse_security",
@@ -46,9 +47,14 @@ ENV = {
     "model_base_url": "TURNSTREAM_MODEL_BASE_URL",
     "chunk_delay": "TURNSTREAM_DEMO_CHUNK_DELAY",
     "tools": "TURNSTREAM_TOOLS",
+    "agents": "TURNSTREAM_AGENTS",
     "system_prompt": "TURNSTREAM_SYSTEM_PROMPT",
     "txn_prefix": "TURNSTREAM_TXN_PREFIX",
     "session_timeout_ms": "TURNSTREAM_SESSION_TIMEOUT_MS",
+    "heartbeat_interval_ms": "TURNSTREAM_HEARTBEAT_INTERVAL_MS",
+    "rebalance_timeout_ms": "TURNSTREAM_REBALANCE_TIMEOUT_MS",
+    "drain_timeout": "TURNSTREAM_DRAIN_TIMEOUT",
+    "instance_id": "TURNSTREAM_INSTANCE_ID",
     "request_timeout": "TURNSTREAM_KAFKA_TIMEOUT",
     "commit_deadline": "TURNSTREAM_COMMIT_DEADLINE",
     "schema_dir": "TURNSTREAM_SCHEMA_DIR",
@@ -61,6 +67,9 @@ ENV = {
     "ssl_keyfile": "TURNSTREAM_KAFKA_SSL_KEYFILE",
 }
 """Setting name to environment variable (flags use the same names, dashed)."""
+
+PROVIDER_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+"""Each provider's credential variable (for the hosted agents' models)."""
 
 SECRET_ENV = {
     "model_api_key": "TURNSTREAM_MODEL_API_KEY",
@@ -87,8 +96,22 @@ class ActorSettings:
         chunk_delay: seconds between the demo model's chunks.
         tools: the tool set: ``demo`` or ``none``.
         system_prompt: sent with every model request.
+        agents: import paths (``package.module:attribute``) of the agents the
+            service hosts; empty: the built-in ``turnstream`` agent made of
+            ``model``, ``tools`` and ``system_prompt``.
+        provider_keys: each provider's credential, for the agents' models
+            (environment only).
         txn_prefix: prefix of the transactional ids.
-        session_timeout_ms: consumer-group session timeout.
+        session_timeout_ms: consumer-group session timeout: how long a crashed
+            actor's partitions wait before another actor takes them (unless
+            its replacement, with the same instance id, comes first).
+        heartbeat_interval_ms: consumer heartbeat period (below a third of
+            the session timeout).
+        rebalance_timeout_ms: how long a rebalance waits for members to rejoin.
+        drain_timeout: seconds running turns may take to finish on SIGTERM
+            before they are interrupted and the partitions handed over.
+        instance_id: ``auto`` (static membership, ``<host>-<slot>``), ``none``
+            (dynamic membership) or an explicit static instance id.
         request_timeout: seconds per Kafka call.
         commit_deadline: seconds a commit may retry before it fails.
         schema_dir: the Avro schema directory (the checkout's by default).
@@ -106,8 +129,14 @@ class ActorSettings:
     chunk_delay: float = 0.0
     tools: str = "demo"
     system_prompt: str = ""
+    agents: tuple[str, ...] = ()
+    provider_keys: Mapping[str, Secret] = field(default_factory=dict)
     txn_prefix: str = "turnstream"
-    session_timeout_ms: int = 10_000
+    session_timeout_ms: int = 8_000
+    heartbeat_interval_ms: int = 1_000
+    rebalance_timeout_ms: int = 10_000
+    drain_timeout: float = 30.0
+    instance_id: str = "auto"
     request_timeout: float = 15.0
     commit_deadline: float = 30.0
     schema_dir: Path | None = None
@@ -119,12 +148,32 @@ class ActorSettings:
             raise ConfigError("group_id", "must not be blank")
         if self.tools not in TOOL_SETS:
             raise ConfigError("tools", f"expected one of {', '.join(TOOL_SETS)}")
+        for path in self.agents:
+            module, sep, attribute = path.partition(":")
+            if not (module.strip() and sep and attribute.strip()):
+                raise ConfigError(
+                    "agent", f"{path!r}: expected package.module:attribute"
+                )
         if self.session_timeout_ms < _MIN_SESSION_TIMEOUT_MS:
             raise ConfigError(
                 "session_timeout_ms",
                 f"must be at least {_MIN_SESSION_TIMEOUT_MS} (the broker's minimum)",
             )
-        for name in ("chunk_delay", "request_timeout", "commit_deadline"):
+        if not 0 < self.heartbeat_interval_ms * 3 <= self.session_timeout_ms:
+            raise ConfigError(
+                "heartbeat_interval_ms",
+                "must be positive and at most a third of session_timeout_ms",
+            )
+        if self.rebalance_timeout_ms < 1000:
+            raise ConfigError("rebalance_timeout_ms", "must be at least 1000")
+        if not self.instance_id.strip():
+            raise ConfigError("instance_id", "must not be blank (auto, none or an id)")
+        for name in (
+            "chunk_delay",
+            "request_timeout",
+            "commit_deadline",
+            "drain_timeout",
+        ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(name, "must be a finite number >= 0")
@@ -244,16 +293,29 @@ def parse_settings(
             "system_prompt",
             "txn_prefix",
             "log_level",
+            "instance_id",
         )
         if (value := get(name)) is not None
     }
     kwargs.update(number("chunk_delay", float))
     kwargs.update(number("session_timeout_ms", int))
+    kwargs.update(number("heartbeat_interval_ms", int))
+    kwargs.update(number("rebalance_timeout_ms", int))
+    kwargs.update(number("drain_timeout", float))
     kwargs.update(number("request_timeout", float))
     kwargs.update(number("commit_deadline", float))
+    agents = get("agents")
+    if agents:
+        kwargs["agents"] = tuple(a.strip() for a in agents.split(",") if a.strip())
+    keys = {
+        provider: Secret(value.strip())
+        for provider, variable in PROVIDER_KEY_ENV.items()
+        if (value := env.get(variable, "")).strip()
+    }
     return ActorSettings(
         bootstrap=resolve_bootstrap(args.get("bootstrap"), env),
         model_api_key=_secret("model_api_key", env),
+        provider_keys=keys,
         schema_dir=path("schema_dir"),
         security=security,
         **kwargs,

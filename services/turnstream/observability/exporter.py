@@ -183,6 +183,41 @@ class MetricsSource(Protocol):
         """Per commands partition, end offset minus position."""
         ...
 
+    @property
+    def kafka_reachable(self) -> bool:
+        """Whether the last broker check answered."""
+        ...
+
+    @property
+    def kafka_outages(self) -> int:
+        """Times the broker stopped answering."""
+        ...
+
+    @property
+    def rebalances(self) -> int:
+        """Consumer-group rebalances taken part in."""
+        ...
+
+    @property
+    def partitions_kept(self) -> int:
+        """Partitions a rebalance left with this process."""
+        ...
+
+    @property
+    def partitions_moved(self) -> int:
+        """Partitions a rebalance moved to another process."""
+        ...
+
+    @property
+    def bridged(self) -> int:
+        """Commands read while the group rebalanced."""
+        ...
+
+    @property
+    def drain_interrupted(self) -> int:
+        """Turns interrupted at a planned stop's drain timeout."""
+        ...
+
 
 def _counter(
     name: str, documentation: str, value: float, labels: Sequence[str] = ()
@@ -297,6 +332,37 @@ class ServiceCollector(Collector):
         yield _counter("fenced", "Partitions lost to a newer producer.", s.fenced)
         yield _by_label("restores", "Loops restored, by how.", "how", s.restores)
         yield self._lag(s.consumer_lag)
+        yield _gauge(
+            "kafka_reachable",
+            "1 while the broker answers the actor's checks, 0 during an outage.",
+            s.kafka_reachable,
+        )
+        yield _counter(
+            "kafka_outages", "Times the broker stopped answering.", s.kafka_outages
+        )
+        yield _counter(
+            "rebalances", "Consumer-group rebalances taken part in.", s.rebalances
+        )
+        yield _counter(
+            "partitions_kept",
+            "Partitions a rebalance left here (carried on, nothing interrupted).",
+            s.partitions_kept,
+        )
+        yield _counter(
+            "partitions_moved",
+            "Partitions a rebalance moved to another process.",
+            s.partitions_moved,
+        )
+        yield _counter(
+            "bridged_commands",
+            "Commands read while the group rebalanced (running turns kept reachable).",
+            s.bridged,
+        )
+        yield _counter(
+            "drain_interrupted",
+            "Turns still running at a planned stop's drain timeout (interrupted).",
+            s.drain_interrupted,
+        )
 
     @staticmethod
     def _histogram(

@@ -6,6 +6,9 @@ Table of contents (one module per thing it owns):
   ``LiveHub``/``EventSource``, ``Clock``, ``IdSource``, ``Tool`` (+ traits),
   ``AccessPolicy``; ``model_client`` -- the ``ModelClient`` port;
 - ``config`` -- ``LoopConfig``, ``ToolLimits``;
+- ``agent`` -- ``Agent`` (the user's definition of what a loop runs),
+  ``AccessRules``, ``AgentHost`` (the agents a service hosts);
+  ``function_tool`` -- ``@tool``: tools from typed functions;
 - ``actor`` -- ``LoopActor``: the single owner and writer of one loop;
   ``mailbox`` (its lanes and messages), ``supervision`` (its turn tasks),
   ``input_queue`` (queued input), ``gates`` (open approval gates);
@@ -27,9 +30,11 @@ reverse.
 
 from turnstream.runtime.accumulate import INTERRUPTED_NOTICE, TRUNCATED_NOTICE
 from turnstream.runtime.actor import LoopActor, LoopStatus
+from turnstream.runtime.agent import AccessRules, Agent, AgentHost
 from turnstream.runtime.config import LoopConfig, ToolLimits
 from turnstream.runtime.errors import CommitError, LoopClosedError, RestoreError
 from turnstream.runtime.fold import fold_loop
+from turnstream.runtime.function_tool import TypedTool, tool
 from turnstream.runtime.gates import GateAnswer
 from turnstream.runtime.hooks import (
     Around,
@@ -62,6 +67,7 @@ from turnstream.runtime.ports import (
     IdSource,
     Journal,
     LiveHub,
+    NoAccessPolicy,
     RandomIds,
     Recovery,
     SequentialTool,
@@ -80,6 +86,9 @@ __all__ = [
     "TRUNCATED_NOTICE",
     "AccessPolicy",
     "AccessRequest",
+    "AccessRules",
+    "Agent",
+    "AgentHost",
     "ApprovalTool",
     "Around",
     "AuditableTool",
@@ -108,6 +117,7 @@ __all__ = [
     "ModelClient",
     "ModelEvent",
     "ModelRequest",
+    "NoAccessPolicy",
     "Operation",
     "Outcome",
     "RandomIds",
@@ -124,9 +134,11 @@ __all__ = [
     "ToolLimits",
     "ToolOutput",
     "ToolSpec",
+    "TypedTool",
     "as_message",
     "compile_hooks",
     "deny",
     "fold_loop",
     "restore_loop",
+    "tool",
 ]

@@ -93,6 +93,7 @@ class LoopActor:
         hooks: HookRunner | None = None,
         access_policy: AccessPolicy | None = None,
         state: LoopState | None = None,
+        announce: bool | None = None,
     ) -> None:
         self.session_id = session_id
         self.loop_id = loop_id
@@ -128,7 +129,9 @@ class LoopActor:
             access_policy=access_policy,
             state=state,
         )
-        self._announce = state is None
+        # A refusing (unhosted) loop is never announced: a refusal binds nothing.
+        announce = state is None if announce is None else announce
+        self._announce = announce and config.hosted
         self._shutdown_waiters: list[asyncio.Future[None]] = []
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._ready = asyncio.Event()
@@ -148,8 +151,12 @@ class LoopActor:
         ids: IdSource | None = None,
         hooks: HookRunner | None = None,
         access_policy: AccessPolicy | None = None,
+        announce: bool = False,
     ) -> LoopActor:
         """A restored loop: idle, seeded from ``state``, announcing nothing.
+
+        ``announce`` is for a loop whose journal holds only refusals (it was
+        never bound to an agent): it is announced -- bound -- now.
 
         Raises:
             RestoreError: ``state`` still has an open turn (close it first).
@@ -168,6 +175,7 @@ class LoopActor:
             hooks=hooks,
             access_policy=access_policy,
             state=state,
+            announce=announce,
         )
 
     # ------------------------------------------------------------------
@@ -327,7 +335,7 @@ class LoopActor:
             case Interrupt():
                 machine.on_interrupt()
             case Shutdown():
-                await machine.on_shutdown()
+                await machine.on_shutdown(durable=True)
             case _:
                 assert_never(command)
 

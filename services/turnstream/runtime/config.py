@@ -92,8 +92,16 @@ class LoopConfig:
         commit_timeout: seconds each journal commit may take.
         truncated_commit_grace: seconds the interrupted safe prefix may take.
         max_tokens: optional output cap put in every request.
-        agent_name: stamped on LoopStarted and LoopIdle.
+        agent_name: stamped on LoopStarted and LoopIdle: the agent the loop
+            is bound to.
         display_name: a label carried by LoopStarted.
+        models: further models a submit may choose for its turn (``model``
+            is always allowed).
+        reopen_after_shutdown: a submit after a client's ``Shutdown``
+            reopens the loop (default: refused, ``shutting_down``).
+        hosted: ``False`` when this process does not host the loop's agent:
+            every input is refused ``unknown_agent`` and nothing else is
+            written (a new loop is not announced, so not bound).
     """
 
     model: str
@@ -110,6 +118,9 @@ class LoopConfig:
     max_tokens: int | None = None
     agent_name: str = ""
     display_name: str = ""
+    models: tuple[str, ...] = ()
+    reopen_after_shutdown: bool = False
+    hosted: bool = True
 
     def __post_init__(self) -> None:
         if not self.model.strip():
@@ -131,11 +142,17 @@ class LoopConfig:
             raise ConfigError("tools", "tool names must be unique")
         if any(not n.strip() for n in names):
             raise ConfigError("tools", "tool names must not be blank")
+        if any(not m.strip() for m in self.models):
+            raise ConfigError("models", "model names must not be blank")
         if self.output_schema is not None:
             try:
                 check_schema(self.output_schema)
             except ValueError as exc:
                 raise ConfigError("output_schema", str(exc)) from None
+
+    def allowed_models(self) -> tuple[str, ...]:
+        """The models a submit may choose: the default one first."""
+        return tuple(dict.fromkeys((self.model, *self.models)))
 
     def tool_specs(self) -> tuple[ToolSpec, ...]:
         """The tool list of every request, in configuration order."""

@@ -9,6 +9,8 @@ optional earlier snapshot) to :class:`~turnstream.state.LoopState`:
 ``StepDone``                       append its messages
 ``TurnFoldedInto``                 append its message
 ``TurnDone``/``Failed``/``Int…``   close the open turn (adds nothing)
+``LoopStopped``                    stopped (a later ``TurnStarted`` reopens)
+``GateOpened``/``GateResolved``    the open turn's unresolved gates
 every other event                  no effect on history
 =================================  ==========================================
 
@@ -34,6 +36,7 @@ from turnstream.events import (
     InputCancelled,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     PermissionDecided,
     PermissionRequested,
     StepDone,
@@ -46,7 +49,7 @@ from turnstream.events import (
 )
 from turnstream.runtime.errors import RestoreError
 from turnstream.runtime.input_queue import SEEN_WINDOW
-from turnstream.state import LoopState, OpenTurn
+from turnstream.state import LoopState, OpenGate, OpenTurn
 
 __all__ = ["fold_loop"]
 
@@ -76,6 +79,7 @@ def fold_loop(
         messages=list(base.messages),
         recent=list(base.recent_command_ids),
         updated_at=base.updated_at,
+        stopped=base.stopped,
     )
     for event in events:
         if event.header.loop_id != base.loop_id:
@@ -90,6 +94,7 @@ def fold_loop(
             "open_turn": fold.open_turn,
             "recent_command_ids": tuple(dict.fromkeys(fold.recent))[-SEEN_WINDOW:],
             "updated_at": fold.updated_at,
+            "stopped": fold.stopped,
         }
     )
 
@@ -103,8 +108,9 @@ class _Fold:
     messages: list[Conversation]
     recent: list[UUID]
     updated_at: datetime | None
+    stopped: bool
 
-    def apply(self, event: EnduringEvent) -> None:
+    def apply(self, event: EnduringEvent) -> None:  # noqa: PLR0912 - one case per type
         if event.header.created_at is not None:
             self.updated_at = event.header.created_at
         replied = event.reply_to()
@@ -115,6 +121,7 @@ class _Fold:
                 self.agent_name = event.header.agent_name
                 self.model = event.model
             case TurnStarted():
+                self.stopped = False
                 self.turn_index += 1
                 self.messages.append(event.message)
                 if event.header.turn_id is not None:
@@ -127,14 +134,30 @@ class _Fold:
                 self.messages.append(event.message)
             case TurnDone() | TurnFailed() | TurnInterrupted():
                 self.open_turn = None
+            case GateOpened():
+                turn, step_id = self.open_turn, event.header.step_id
+                if (
+                    turn is not None
+                    and turn.turn_id == event.header.turn_id
+                    and step_id
+                ):
+                    gate = OpenGate(gate_id=event.gate_id, step_id=step_id)
+                    self.open_turn = turn.model_copy(
+                        update={"gates": (*turn.gates, gate)}
+                    )
+            case GateResolved():
+                turn = self.open_turn
+                if turn is not None:
+                    left = tuple(g for g in turn.gates if g.gate_id != event.gate_id)
+                    self.open_turn = turn.model_copy(update={"gates": left})
+            case LoopStopped():
+                self.stopped = True
             case (
                 LoopIdle()
                 | TurnRejected()
                 | InputCancelled()
                 | PermissionDecided()
                 | PermissionRequested()
-                | GateOpened()
-                | GateResolved()
             ):
                 pass
             case _:

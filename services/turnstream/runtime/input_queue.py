@@ -39,6 +39,8 @@ class QueuedInput:
             turn). An input started straight from idle has ``queued=False``; if
             its start fails it is rejected (``TurnRejected{internal}``) instead
             of cancelled.
+        model: the model the input's turn asks (empty: the loop's default).
+        max_tokens: that turn's output cap (``None``: the loop's).
     """
 
     command_id: CommandId
@@ -46,6 +48,8 @@ class QueuedInput:
     message: UserMessage
     no_fold: bool = False
     queued: bool = False
+    model: str = ""
+    max_tokens: int | None = None
 
 
 def input_problem(message: UserMessage) -> str | None:

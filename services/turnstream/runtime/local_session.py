@@ -26,6 +26,7 @@ from turnstream.errors import SessionError
 from turnstream.events import Agency
 from turnstream.ids import CommandId, GateId, LoopId, SessionId
 from turnstream.runtime.actor import LoopActor
+from turnstream.runtime.agent import Agent
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.errors import LoopClosedError, RestoreError
 from turnstream.runtime.gates import GateAnswer
@@ -184,8 +185,8 @@ class LocalSession:
                 hub=hub,
                 clock=session._clock,
                 ids=session._ids,
-                hooks=session._hooks,
-                access_policy=access_policy,
+                hooks=setup.hooks or session._hooks,
+                access_policy=setup.access_policy or access_policy,
             )
             session._loops[loop_id] = actor
             session._waiting.append(actor)
@@ -209,6 +210,28 @@ class LocalSession:
         """Every loop of this session, in creation order."""
         return tuple(self._loops)
 
+    async def create_agent_loop(
+        self,
+        agent: Agent,
+        model: ModelClient,
+        *,
+        loop_id: LoopId | None = None,
+        activate: bool = False,
+    ) -> LoopId:
+        """Start a new loop bound to ``agent`` (its config, hooks and policy).
+
+        Raises:
+            SessionError: as :meth:`create_loop`.
+        """
+        return await self.create_loop(
+            agent.loop_config(),
+            model,
+            loop_id=loop_id,
+            activate=activate,
+            hooks=agent.hook_runner(),
+            access_policy=agent.access_policy(),
+        )
+
     async def create_loop(
         self,
         config: LoopConfig,
@@ -216,8 +239,12 @@ class LocalSession:
         *,
         loop_id: LoopId | None = None,
         activate: bool = False,
+        hooks: HookRunner | None = None,
+        access_policy: AccessPolicy | None = None,
     ) -> LoopId:
         """Start a new loop; return once its ``LoopStarted`` is durable.
+
+        ``hooks`` and ``access_policy`` replace the session's for this loop.
 
         Raises:
             SessionError: the session is closing, the id is taken, or the loop
@@ -236,8 +263,8 @@ class LocalSession:
             hub=self._hub,
             clock=self._clock,
             ids=self._ids,
-            hooks=self._hooks,
-            access_policy=self._access_policy,
+            hooks=hooks or self._hooks,
+            access_policy=access_policy or self._access_policy,
         )
         self._loops[loop_id] = actor
         self._run(actor)

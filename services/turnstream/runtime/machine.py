@@ -110,6 +110,8 @@ class LoopMachine:
         self._hooks = hooks
         self._access_policy = access_policy
         self.status = LoopStatus.IDLE
+        self._stopped = state.stopped if state else False
+        self._stop_durably = False
         self._turn_index = state.turn_index if state else 0
         self._messages: list[Conversation] = list(state.messages) if state else []
         self._inbox = Inbox(config.inbox_capacity)
@@ -146,6 +148,7 @@ class LoopMachine:
             updated_at=self._factory.now(),
             applied_command_offset=progress.applied,
             pending_command_offsets=progress.pending,
+            stopped=self._stopped,
         )
 
     def abandon_gates(self) -> None:
@@ -167,18 +170,18 @@ class LoopMachine:
         self.seen.add(command_id)
         if position is not None:
             self._writer.progress.admit(position, command_id)
-        if self.status in (LoopStatus.SHUTTING_DOWN, LoopStatus.STOPPED):
-            await self._writer.reject(command_id, RejectReason.SHUTTING_DOWN)
-            return
-        problem = input_problem(command.message)
-        if problem is not None:
-            await self._writer.reject(command_id, RejectReason.INVALID_INPUT, problem)
+        refusal = self._refusal(command)
+        if refusal is not None:
+            await self._writer.reject(command_id, *refusal)
             return
         entry = QueuedInput(
             command_id=command_id,
             agency=command.agency,
             message=command.message,
-            no_fold=command.no_fold,
+            # An input choosing its turn's model or options starts its own turn.
+            no_fold=command.no_fold or command.picks_turn_options(),
+            model=command.model,
+            max_tokens=command.max_tokens,
         )
         if self.status is LoopStatus.IDLE:
             await self._start_turn(entry)  # no InputQueued for an immediate start
@@ -188,6 +191,34 @@ class LoopMachine:
             return
         self._inbox.push(replace(entry, queued=True))
         await self._writer.queued(command_id)
+
+    def _refusal(  # noqa: PLR0911 - one return per refusal, in check order
+        self, command: SubmitInput
+    ) -> tuple[RejectReason, str] | None:
+        """Why this loop refuses ``command`` before it becomes a turn, if it does."""
+        config = self.config
+        if self.status in (LoopStatus.SHUTTING_DOWN, LoopStatus.STOPPED):
+            return RejectReason.SHUTTING_DOWN, ""
+        if not config.hosted:
+            if not config.agent_name:
+                detail = "name an agent: this service hosts several"
+            else:
+                detail = f"agent {config.agent_name!r} is not hosted by this service"
+            return RejectReason.UNKNOWN_AGENT, detail
+        if command.agent and command.agent != config.agent_name:
+            return (
+                RejectReason.WRONG_AGENT,
+                f"the loop is bound to agent {config.agent_name!r}",
+            )
+        if self._stopped and not config.reopen_after_shutdown:
+            return RejectReason.SHUTTING_DOWN, "the loop was shut down"
+        if command.model and command.model not in config.allowed_models():
+            allowed = ", ".join(config.allowed_models())
+            return RejectReason.MODEL_NOT_ALLOWED, f"allowed models: {allowed}"
+        problem = input_problem(command.message)
+        if problem is not None:
+            return RejectReason.INVALID_INPUT, problem
+        return None
 
     async def _start_turn(self, entry: QueuedInput) -> bool:
         """Open a turn for ``entry``; ``False`` (and ``entry`` resolved) if not."""
@@ -214,6 +245,14 @@ class LoopMachine:
             hook.finish(Outcome.DENIED if hook.blocked.denied else Outcome.FAILED)
             return False
         history = tuple(self._messages)  # the request base: a copy, never an alias
+        config = self.config
+        if entry.model or entry.max_tokens is not None:
+            # Captured here, for the whole turn: TurnStarted records it.
+            config = replace(
+                config,
+                model=entry.model or config.model,
+                max_tokens=entry.max_tokens or config.max_tokens,
+            )
         started = TurnStarted(
             header=self._factory.header(
                 turn_id=turn_id,
@@ -221,17 +260,20 @@ class LoopMachine:
             ),
             turn_index=index,
             message=entry.message,
+            model=config.model,
+            max_tokens=config.max_tokens,
         )
 
         def install() -> None:  # durable first: TurnStarted, then history
             self._turn_index = index
             self._messages.append(entry.message)
+            self._stopped = False  # a reopened loop (the agent allows it)
 
         if not await self._writer.commit([started], apply=install):
             await self._start_failed(entry)
             hook.finish(Outcome.FAILED)
             return False
-        self._launch(turn_id, index, entry, hook, history)
+        self._launch(turn_id, index, entry, hook, history, config=config)
         return True
 
     def _launch(
@@ -241,6 +283,8 @@ class LoopMachine:
         entry: QueuedInput,
         hook: Started,
         history: tuple[Conversation, ...],
+        *,
+        config: LoopConfig,
     ) -> None:
         self._generation += 1
         spec = TurnSpec(
@@ -250,7 +294,7 @@ class LoopMachine:
             turn_index=index,
             message=entry.message,
             history=history,
-            config=self.config,
+            config=config,
             model=self._model,
             hooks=self._hooks,
             access_policy=self._access_policy,
@@ -344,8 +388,17 @@ class LoopMachine:
         active.cancel(self._mail, self.config.drain_timeout)
         return True
 
-    async def on_shutdown(self) -> None:
-        """Stop: cancel the turn (its terminal finishes the shutdown) or stop now."""
+    async def on_shutdown(self, *, durable: bool = False) -> None:
+        """Stop: cancel the turn (its terminal finishes the shutdown) or stop now.
+
+        Args:
+            durable: a client's ``Shutdown`` from the command log: the stop
+                ends with a durable ``LoopStopped``, so every later owner
+                refuses new input alike. A host's own stop (handover, a
+                session closing) writes none.
+        """
+        if durable:
+            self._stop_durably = True
         if self.status in (LoopStatus.SHUTTING_DOWN, LoopStatus.STOPPED):
             return  # a second shutdown just waits for the first
         self.status = LoopStatus.SHUTTING_DOWN
@@ -357,7 +410,19 @@ class LoopMachine:
         await self._writer.cancel_inputs(
             self._inbox.take_all(), CancelReason.TURN_INTERRUPTED, None
         )
+        await self._stopped_for_good()
         self.status = LoopStatus.STOPPED
+
+    async def _stopped_for_good(self) -> None:
+        """Commit ``LoopStopped`` after a client's shutdown (after everything else)."""
+        if not self._stop_durably or self._stopped or not self.config.hosted:
+            return
+
+        def apply() -> None:
+            self._stopped = True
+
+        if not await self._writer.commit([self._writer.stopped_event()], apply=apply):
+            _log.warning("LoopStopped not committed; the loop may be reopened")
 
     async def on_drain_expired(self, message: DrainExpired) -> None:
         """A cancelled turn ignored cancellation: detach it and end it here."""
@@ -414,6 +479,7 @@ class LoopMachine:
             await self._writer.cancel_inputs(
                 self._inbox.take_all(), reason, active.ended
             )
+            await self._stopped_for_good()
             self.status = LoopStatus.STOPPED  # quiet: no LoopIdle (§10.1.6)
             return
         if not terminal_ok or isinstance(outcome, Failed):

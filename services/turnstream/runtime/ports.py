@@ -47,6 +47,7 @@ __all__ = [
     "IdSource",
     "Journal",
     "LiveHub",
+    "NoAccessPolicy",
     "RandomIds",
     "Recovery",
     "SequentialTool",
@@ -280,3 +281,16 @@ class AccessPolicy(Protocol):
     async def decide(self, request: AccessRequest) -> AccessEffect:
         """The decision for one call."""
         ...
+
+
+class NoAccessPolicy:
+    """No access policy configured: every call is denied (contract §6.1).
+
+    Each denial is a durable ``PermissionDecided{deny, access_gate_missing}``
+    and the model sees ``permission denied [unavailable]``; approval tools are
+    denied too (there is no gate to ask through).
+    """
+
+    async def decide(self, request: AccessRequest) -> AccessEffect:
+        """Always ``"deny"``."""
+        return "deny"

@@ -2,7 +2,8 @@
 
 Owns :func:`restore_loop`: read the journal's recovery (a snapshot plus the
 events after it), fold it, and close a turn the crash left open with a
-*durable* ``TurnInterrupted`` (appended, never delivered live: nobody can be
+*durable* ``GateResolved{abandoned}`` per gate it left open, then
+``TurnInterrupted`` (appended, never delivered live: nobody can be
 subscribed yet). The restored loop comes up idle and numbers its next turn
 from the count of ``TurnStarted`` events. Imports ports, the fold and value
 types.
@@ -12,7 +13,12 @@ from __future__ import annotations
 
 import asyncio
 
-from turnstream.events import TurnInterrupted
+from turnstream.events import (
+    EnduringEvent,
+    GateCloseReason,
+    GateResolved,
+    TurnInterrupted,
+)
 from turnstream.ids import LoopId, SessionId
 from turnstream.runtime.config import DEFAULT_COMMIT_TIMEOUT
 from turnstream.runtime.errors import RestoreError
@@ -56,15 +62,29 @@ async def restore_loop(
         ids=ids,
         agent_name=state.agent_name,
     )
-    closing = factory.stamp(
-        TurnInterrupted(
-            header=factory.header(turn_id=open_turn.turn_id),
-            turn_index=open_turn.turn_index,
+    # The crash seam (§8.2 steps 4-5): the turn's still-open gates are closed
+    # abandoned first, then the turn ends; one commit, so never half of it.
+    closing: list[EnduringEvent] = [
+        factory.stamp(
+            GateResolved(
+                header=factory.header(turn_id=open_turn.turn_id, step_id=gate.step_id),
+                gate_id=gate.gate_id,
+                reason=GateCloseReason.ABANDONED,
+            )
+        )
+        for gate in open_turn.gates
+    ]
+    closing.append(
+        factory.stamp(
+            TurnInterrupted(
+                header=factory.header(turn_id=open_turn.turn_id),
+                turn_index=open_turn.turn_index,
+            )
         )
     )
     try:
         async with asyncio.timeout(commit_timeout):
-            await journal.append(loop_id, [closing])
+            await journal.append(loop_id, closing)
     except Exception as exc:  # the open turn could not be closed
         raise RestoreError("append_failed") from exc
-    return fold_loop([closing], state)
+    return fold_loop(closing, state)

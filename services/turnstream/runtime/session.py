@@ -23,7 +23,9 @@ from turnstream.content import Block, TextBlock, UserMessage
 from turnstream.events import Agency
 from turnstream.ids import CommandId, GateId, LoopId, SessionId
 from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.hooks import HookRunner
 from turnstream.runtime.model_client import ModelClient
+from turnstream.runtime.ports import AccessPolicy
 from turnstream.runtime.subscription import EventFilter, Subscription
 
 __all__ = ["Content", "LoopSetup", "Session", "as_message"]
@@ -91,10 +93,20 @@ class Session(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LoopSetup:
-    """What a restored loop runs with (tools and clients are code, not data)."""
+    """What a loop runs with (tools and clients are code, not data).
+
+    Attributes:
+        config: the loop configuration.
+        model: the model client.
+        hooks: the compiled hooks (``None``: none).
+        access_policy: decides each tool call (``None``: no access check; an
+            :class:`~turnstream.runtime.agent.Agent` always sets one).
+    """
 
     config: LoopConfig
     model: ModelClient
+    hooks: HookRunner | None = None
+    access_policy: AccessPolicy | None = None
 
 
 def as_message(content: Content) -> UserMessage:

@@ -7,7 +7,8 @@ Owns :func:`run_batch` and the model-visible failure texts. Order of work:
    invalid JSON);
 2. access, sequentially in call order: an approval tool (or a policy answer of
    ``ask``) opens a gate and waits; with an access policy configured, other
-   calls get a durable ``PermissionDecided``; with none configured, nothing;
+   calls get a durable ``PermissionDecided``; :class:`NoAccessPolicy` denies
+   every call (``access_gate_missing``); with none configured, nothing;
 3. every ``ToolCallStarted`` (all calls, failed or not, in call order) before
    any execution;
 4. pre-execution failures complete at once, then sequential tools one by one,
@@ -43,6 +44,7 @@ from turnstream.runtime.ports import (
     AccessRequest,
     ApprovalTool,
     AuditableTool,
+    NoAccessPolicy,
     SequentialTool,
     Tool,
     ToolContext,
@@ -222,12 +224,17 @@ async def _resolve_access(
 ) -> None:
     """Decide whether a runnable call may run (gate, policy, or nothing)."""
     tool = state.tool
-    ask = isinstance(tool, ApprovalTool) and tool.requires_approval(
-        state.call.input_json
+    missing = isinstance(spec.access_policy, NoAccessPolicy)
+    ask = (
+        not missing
+        and isinstance(tool, ApprovalTool)
+        and tool.requires_approval(state.call.input_json)
     )
     effect: AccessEffect | None = None
     reason = "access_evaluated"
-    if not ask and spec.access_policy is not None:
+    if missing:
+        effect, reason = "deny", "access_gate_missing"
+    elif not ask and spec.access_policy is not None:
         request = AccessRequest(
             tool_name=state.call.name,
             summary=state.summary,
@@ -265,7 +272,9 @@ async def _resolve_access(
         subject=state.call.name,
     )
     await link.commit([decided])
-    if effect != "approve":
+    if missing:
+        state.fail("error: permission denied [unavailable]: no access policy")
+    elif effect != "approve":
         state.fail("error: permission denied [not authorized]: denied by policy")
 
 

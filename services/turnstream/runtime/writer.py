@@ -33,6 +33,7 @@ from turnstream.events import (
     InputQueued,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     RejectReason,
     StepDone,
     TurnDone,
@@ -152,6 +153,10 @@ class LoopWriter:
             display_name=config.display_name,
         )
         return await self.commit([started])
+
+    def stopped_event(self) -> LoopStopped:
+        """A ``LoopStopped`` for this loop (a client's shutdown)."""
+        return LoopStopped(header=self.factory.header())
 
     async def park(self) -> None:
         """Commit ``LoopIdle``: the loop parked with nothing left to start."""

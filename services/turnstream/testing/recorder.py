@@ -26,6 +26,7 @@ from turnstream.events import (
     InputQueued,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     PermissionDecided,
     PermissionRequested,
     StepDone,
@@ -72,7 +73,7 @@ def describe(event: AnyEvent) -> Described:  # noqa: PLR0911, PLR0912 - one case
     match event:
         case LoopStarted():
             return (name, event.model)
-        case LoopIdle():
+        case LoopIdle() | LoopStopped():
             return (name,)
         case InputQueued():
             return (name, event.reply_to())

@@ -69,6 +69,7 @@ from turnstream.events import (
     InputQueued,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     PermissionDecided,
     PermissionRequested,
     RejectReason,
@@ -83,7 +84,7 @@ from turnstream.events import (
     TurnRejected,
     TurnStarted,
 )
-from turnstream.state import LoopState, OpenTurn
+from turnstream.state import LoopState, OpenGate, OpenTurn
 from turnstream.wire.errors import UnknownRecordTypeError
 
 __all__ = [
@@ -131,6 +132,13 @@ def _bool(rec: Record, key: str) -> bool:
     if isinstance(value, bool):
         return value
     raise _wrong(key, "a boolean")
+
+
+def _opt_int(rec: Record, key: str) -> int | None:
+    value = _get(rec, key)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise _wrong(key, "a long or null")
 
 
 def _opt_str(rec: Record, key: str) -> str | None:
@@ -420,6 +428,7 @@ EVENT_READERS: dict[str, EventReader] = {
         header=h, model=_str(r, "model"), display_name=_str(r, "display_name")
     ),
     "LoopIdle": lambda h, r: LoopIdle(header=h),
+    "LoopStopped": lambda h, r: LoopStopped(header=h),
     "InputQueued": lambda h, r: InputQueued(header=h),
     "TurnRejected": lambda h, r: TurnRejected(
         header=h, reason=_enum(RejectReason, r, "reason"), detail=_str(r, "detail")
@@ -428,6 +437,8 @@ EVENT_READERS: dict[str, EventReader] = {
         header=h,
         turn_index=_int(r, "turn_index"),
         message=user_message_from(_record(_get(r, "message"), "message")),
+        model=_str(r, "model"),
+        max_tokens=_opt_int(r, "max_tokens"),
     ),
     "TurnFoldedInto": lambda h, r: TurnFoldedInto(
         header=h,
@@ -557,6 +568,9 @@ COMMAND_READERS: dict[str, CommandReader] = {
             **_base(env),
             "message": user_message_from(_record(_get(r, "message"), "message")),
             "no_fold": _bool(r, "no_fold"),
+            "agent": _str(r, "agent"),
+            "model": _str(r, "model"),
+            "max_tokens": _opt_int(r, "max_tokens"),
         }
     ),
     "Interrupt": lambda env, r: Interrupt.model_validate(_base(env)),
@@ -603,6 +617,10 @@ def loop_state_from(rec: Record) -> LoopState:
         else OpenTurn(
             turn_id=_uuid(open_turn, "turn_id"),
             turn_index=_int(open_turn, "turn_index"),
+            gates=tuple(
+                OpenGate(gate_id=_uuid(gate, "gate_id"), step_id=_uuid(gate, "step_id"))
+                for gate in (_record(g, "gates") for g in _list(open_turn, "gates"))
+            ),
         ),
         journal_offset=_int(rec, "journal_offset"),
         command_offset=_int(rec, "command_offset"),
@@ -610,6 +628,7 @@ def loop_state_from(rec: Record) -> LoopState:
         updated_at=_opt_timestamp(rec, "updated_at"),
         applied_command_offset=_int(rec, "applied_command_offset"),
         pending_command_offsets=_offsets(rec, "pending_command_offsets"),
+        stopped=_bool(rec, "stopped"),
     )
 
 

@@ -60,6 +60,7 @@ from turnstream.events import (
     InputQueued,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     PermissionDecided,
     PermissionRequested,
     StepDone,
@@ -321,11 +322,18 @@ def payload_record(event: AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
     match event:
         case LoopStarted():
             return {"model": event.model, "display_name": event.display_name}
-        case LoopIdle() | InputQueued():
+        case LoopIdle() | InputQueued() | LoopStopped():
             return {}
         case TurnRejected():
             return {"reason": event.reason.value, "detail": event.detail}
-        case TurnStarted() | TurnFoldedInto():
+        case TurnStarted():
+            return {
+                "turn_index": event.turn_index,
+                "message": user_message_record(event.message),
+                "model": event.model,
+                "max_tokens": event.max_tokens,
+            }
+        case TurnFoldedInto():
             return {
                 "turn_index": event.turn_index,
                 "message": user_message_record(event.message),
@@ -421,6 +429,9 @@ def _command_payload(command: AnyCommand) -> Record:
             return {
                 "message": user_message_record(command.message),
                 "no_fold": command.no_fold,
+                "agent": command.agent,
+                "model": command.model,
+                "max_tokens": command.max_tokens,
             }
         case Interrupt() | Shutdown():
             return {}
@@ -445,7 +456,14 @@ def command_record(command: AnyCommand) -> Record:
 
 
 def _open_turn(turn: OpenTurn) -> Record:
-    return {"turn_id": _uuid(turn.turn_id), "turn_index": turn.turn_index}
+    return {
+        "turn_id": _uuid(turn.turn_id),
+        "turn_index": turn.turn_index,
+        "gates": [
+            {"gate_id": _uuid(g.gate_id), "step_id": _uuid(g.step_id)}
+            for g in turn.gates
+        ],
+    }
 
 
 def _uuids(ids: tuple[UUID, ...]) -> list[str]:
@@ -468,4 +486,5 @@ def loop_state_record(state: LoopState) -> Record:
         "updated_at": _opt_timestamp(state.updated_at, "loop_state.updated_at"),
         "applied_command_offset": state.applied_command_offset,
         "pending_command_offsets": list(state.pending_command_offsets),
+        "stopped": state.stopped,
     }

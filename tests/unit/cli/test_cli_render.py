@@ -285,7 +285,7 @@ def _message() -> UserMessage:
                 gate_id=GATE,
                 tool_name="shell",
             ),
-            "PermissionRequested loop=11111111 turn=22222222 gate=66666666 tool=shell",
+            f"PermissionRequested loop=11111111 turn=22222222 gate={GATE} tool=shell",
             id="permission-requested",
         ),
         pytest.param(

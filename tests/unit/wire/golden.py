@@ -53,6 +53,7 @@ from turnstream.events import (
     InputQueued,
     LoopIdle,
     LoopStarted,
+    LoopStopped,
     PermissionDecided,
     PermissionRequested,
     RejectReason,
@@ -67,7 +68,7 @@ from turnstream.events import (
     TurnRejected,
     TurnStarted,
 )
-from turnstream.state import LoopState, OpenTurn
+from turnstream.state import LoopState, OpenGate, OpenTurn
 from turnstream.wire import Codec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -189,13 +190,18 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         display_name="Research loop",
     ),
     "LoopIdle": lambda: LoopIdle(header=loop_header(agent_name="researcher")),
+    "LoopStopped": lambda: LoopStopped(header=loop_header()),
     "TurnRejected": lambda: TurnRejected(
         header=loop_header(cause=Cause(command_id=COMMAND)),
         reason=RejectReason.QUEUE_FULL,
         detail="inbox holds 64 inputs",
     ),
     "TurnStarted": lambda: TurnStarted(
-        header=turn_header(cause=reply_cause()), turn_index=3, message=USER_MESSAGE
+        header=turn_header(cause=reply_cause()),
+        turn_index=3,
+        message=USER_MESSAGE,
+        model="claude-sonnet",
+        max_tokens=1024,
     ),
     "TurnFoldedInto": lambda: TurnFoldedInto(
         header=turn_header(cause=reply_cause(Agency.MACHINE)),
@@ -298,7 +304,14 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
     ),
     # ---- commands
     "SubmitInput": lambda: SubmitInput.model_validate(
-        {**_command_base(), "message": USER_MESSAGE, "no_fold": True}
+        {
+            **_command_base(),
+            "message": USER_MESSAGE,
+            "no_fold": True,
+            "agent": "researcher",
+            "model": "claude-sonnet",
+            "max_tokens": 512,
+        }
     ),
     "Interrupt": lambda: Interrupt.model_validate(
         {**_command_base(), "agency": Agency.MACHINE}
@@ -318,7 +331,11 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         model="claude-sonnet",
         turn_index=3,
         messages=(USER_MESSAGE, AI_WITH_TOOL, TOOL_RESULT, FINAL_ANSWER),
-        open_turn=OpenTurn(turn_id=TURN, turn_index=3),
+        open_turn=OpenTurn(
+            turn_id=TURN,
+            turn_index=3,
+            gates=(OpenGate(gate_id=uid(21), step_id=STEP),),
+        ),
         journal_offset=42,
         command_offset=7,
         recent_command_ids=(uid(11), uid(12)),

@@ -22,7 +22,10 @@ its terminal), each as large as the loop's history.
 
 While the partition is being handed over (:meth:`PartitionJournal.close_for_handover`)
 only what ends a running turn may still be committed; inputs that were merely
-queued stay unanswered, so the next owner reads and runs them.
+queued stay unanswered, so the next owner reads and runs them. While it drains
+before a planned stop (:meth:`PartitionJournal.close_for_drain`) running turns
+go on as usual, but nothing starts a turn or answers an input: those inputs too
+are left for the next owner.
 
 Part of ``turnstream.kafka``; imports the runtime's fold, inbox window and
 ports (adapters sit above the runtime); from aiokafka only ``TopicPartition``.
@@ -39,12 +42,14 @@ from aiokafka import TopicPartition
 from turnstream.events import (
     EnduringEvent,
     GateResolved,
+    InputCancelled,
     LoopIdle,
     LoopStarted,
     StepDone,
     TurnDone,
     TurnFailed,
     TurnInterrupted,
+    TurnRejected,
     TurnStarted,
 )
 from turnstream.ids import CommandId, LoopId
@@ -65,6 +70,10 @@ __all__ = ["PartitionJournal"]
 # What a partition being handed over may still commit: the end of a running
 # turn (its truncated step, its terminal, its abandoned gates).
 _HANDOVER_TYPES = (StepDone, TurnDone, TurnFailed, TurnInterrupted, GateResolved)
+
+# What a draining partition refuses: starting a turn or a loop, and answering
+# an input without running it (the next owner runs it instead).
+_DRAIN_REFUSED = (LoopStarted, TurnStarted, TurnRejected, InputCancelled)
 
 
 @dataclass(slots=True)
@@ -110,6 +119,7 @@ class PartitionJournal:
         self._metrics = metrics
         self._views: dict[UUID, _LoopView] = {}
         self._handover = False
+        self._draining = False
 
     # ----------------------------------------------------------- queries
 
@@ -163,6 +173,10 @@ class PartitionJournal:
         """From now on commit only what ends running turns (see module docstring)."""
         self._handover = True
 
+    def close_for_drain(self) -> None:
+        """From now on start no turn and answer no input (see module docstring)."""
+        self._draining = True
+
     # ------------------------------------------------------- the Journal port
 
     async def append(
@@ -180,6 +194,8 @@ class PartitionJournal:
         if not events:
             return
         if self._handover and not all(isinstance(e, _HANDOVER_TYPES) for e in events):
+            raise PartitionClosedError(self.partition)
+        if self._draining and any(isinstance(e, _DRAIN_REFUSED) for e in events):
             raise PartitionClosedError(self.partition)
         view = self._views.get(loop_id)
         if view is None:

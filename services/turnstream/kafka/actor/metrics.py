@@ -153,6 +153,16 @@ class ServiceMetrics:
         fenced: partitions lost to a newer producer.
         restores: loops restored, by ``"snapshot"``, ``"replay"`` or ``"new"``.
         consumer_lag: per commands partition, end offset minus position.
+        kafka_reachable: whether the last broker check answered.
+        kafka_outages: times the broker stopped answering.
+        rebalances: consumer-group rebalances this process took part in.
+        partitions_kept: partitions assigned again to this process by a
+            rebalance, carried on without a restore.
+        partitions_moved: partitions a rebalance moved to another process.
+        bridged: commands read while the group rebalanced (by the group-less
+            reader that keeps running turns reachable).
+        drain_interrupted: turns still running when a planned stop's drain
+            timeout ran out (they were interrupted).
     """
 
     ready: bool = False
@@ -184,6 +194,13 @@ class ServiceMetrics:
     fenced: int = 0
     restores: Counter[str] = field(default_factory=Counter)
     consumer_lag: dict[int, int] = field(default_factory=dict)
+    kafka_reachable: bool = True
+    kafka_outages: int = 0
+    rebalances: int = 0
+    partitions_kept: int = 0
+    partitions_moved: int = 0
+    bridged: int = 0
+    drain_interrupted: int = 0
 
     def committed(self, events: Iterable[EnduringEvent]) -> None:
         """Count the turn-level events of one committed append."""

@@ -15,7 +15,13 @@ commands partition and lives until that partition is revoked (or lost):
   already applied is skipped (its durable command mark, or its answer);
   everything else goes to the loop's actor (one actor per loop, the loop's
   single writer) with its offset, created or restored on demand;
-* :meth:`PartitionRunner.handover` (revoke, shutdown) interrupts running turns,
+* while the group rebalances the runner simply keeps going (its turns run
+  and commit; no new records arrive); if the partition comes back to this
+  process it carries on from :attr:`PartitionRunner.next_offset`;
+* :meth:`PartitionRunner.begin_drain` (a planned stop) lets running turns
+  finish but starts no new ones (:attr:`PartitionRunner.running_turns` says
+  when they are done);
+* :meth:`PartitionRunner.handover` (moved away, shutdown) interrupts running turns,
   commits their terminals, leaves merely queued inputs unanswered for the next
   owner, commits the last offsets and closes the producer;
   :meth:`PartitionRunner.abandon` (fenced or failed writer) stops the actors
@@ -66,8 +72,10 @@ __all__ = ["PartitionRunner", "RunnerContext", "SetupFor", "Spawn"]
 
 _log = logging.getLogger(__name__)
 
-SetupFor = Callable[[LoopId], LoopSetup]
-"""Which configuration and model a loop runs with (given by the composition root)."""
+SetupFor = Callable[[LoopId, str], LoopSetup]
+"""What a loop runs with, by the agent it is bound to or asks for (``""``: the
+service's single agent); given by the composition root (an
+:class:`~turnstream.runtime.agent.AgentHost`'s ``setup_for``)."""
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
 """Starts a task in the service's task group."""
@@ -140,6 +148,10 @@ class PartitionRunner:
         self._on_broken = on_broken
         self._closing = False
         self._live: dict[UUID, _Live] = {}
+        self._draining = False
+        self._held: set[UUID] = set()
+        self.next_offset: int | None = None
+        """The offset after the last record this runner took (``None``: none yet)."""
         self._journal: PartitionJournal | None = None
         self._writer_task: asyncio.Task[None] | None = None
         self.writer = PartitionWriter(
@@ -203,7 +215,7 @@ class PartitionRunner:
             # each loop is restored (or refused) on its own below.
             _log.error("journal tail unreadable", extra={"partition": self.partition})
         for loop_id in pending:
-            setup = ctx.setup_for(LoopId(loop_id))
+            setup = ctx.setup_for(LoopId(loop_id), "")
             try:
                 await restore_loop(
                     self._journal,
@@ -228,6 +240,9 @@ class PartitionRunner:
         """Handle one command record (called in offset order)."""
         if self._closing or self.broken:
             return  # not noted: the next owner reads it again
+        if self.next_offset is not None and record.offset < self.next_offset:
+            return  # taken already: fetched again after a rebalance kept it here
+        self.next_offset = record.offset + 1
         ctx = self._ctx
         try:
             command = check_command(ctx.codec, record, ctx.partitions)
@@ -235,6 +250,13 @@ class PartitionRunner:
             ctx.spawn(
                 self._dead_letter(record, poison.kind, poison.reason), "dead-letter"
             )
+            return
+        if self._draining and (
+            isinstance(command, SubmitInput) or command.loop_id in self._held
+        ):
+            # Not noted: the next owner runs it, and everything after it for
+            # the same loop (log order per loop).
+            self._held.add(command.loop_id)
             return
         ctx.metrics.commands[command.type] += 1
         try:
@@ -318,15 +340,21 @@ class PartitionRunner:
         """
         loop_id = LoopId(command.loop_id)
         live = self._live.get(loop_id)
+        if live is not None and isinstance(command, SubmitInput):
+            await self._retire_refusing(live)
         if live is not None and live.actor.status is not LoopStatus.STOPPED:
             return live.actor
         if live is not None:
             del self._live[loop_id]
-        if not isinstance(command, SubmitInput):
-            return None  # only an input (re)starts a loop
-        ctx = self._ctx
-        setup = ctx.setup_for(loop_id)
         journal = self.journal
+        # Only an input (re)starts a loop -- and a Shutdown of a known one, so
+        # that its LoopStopped is recorded whichever process restores it.
+        stop = isinstance(command, Shutdown) and journal.known(loop_id)
+        if not (isinstance(command, SubmitInput) or stop):
+            return None
+        ctx = self._ctx
+        asked = command.agent if isinstance(command, SubmitInput) else ""
+        setup = ctx.setup_for(loop_id, asked)
         try:
             if journal.known(loop_id):
                 state = await restore_loop(
@@ -336,6 +364,11 @@ class PartitionRunner:
                     ids=ctx.ids,
                     commit_timeout=setup.config.commit_timeout,
                 )
+                # The loop keeps the agent it is bound to; a loop that only
+                # ever refused input (never announced) is bound by this one.
+                announced = bool(state.model)
+                if announced:
+                    setup = ctx.setup_for(loop_id, state.agent_name)
                 actor = LoopActor.from_state(
                     state,
                     config=setup.config,
@@ -344,6 +377,9 @@ class PartitionRunner:
                     hub=ctx.hub,
                     clock=ctx.clock,
                     ids=ctx.ids,
+                    hooks=setup.hooks,
+                    access_policy=setup.access_policy,
+                    announce=not announced and not stop,
                 )
             else:
                 await journal.recover(loop_id)
@@ -356,6 +392,8 @@ class PartitionRunner:
                     hub=ctx.hub,
                     clock=ctx.clock,
                     ids=ctx.ids,
+                    hooks=setup.hooks,
+                    access_policy=setup.access_policy,
                 )
         except RestoreError as exc:
             _log.error(
@@ -371,6 +409,31 @@ class PartitionRunner:
         self._live[loop_id] = _Live(actor, task)
         return actor
 
+    async def _retire_refusing(self, live: _Live) -> None:
+        """Stop a loop that only refuses (agent not hosted) before a new input.
+
+        A refusal binds nothing, so the next input is resolved afresh: once
+        the refusing actor has answered everything before it, it is stopped
+        (quietly) and the input gets a new actor.
+        """
+        actor = live.actor
+        if actor.config.hosted or actor.status is LoopStatus.STOPPED:
+            return
+        ctx = self._ctx
+        stop = Shutdown(
+            command_id=CommandId(ctx.ids.new_id()),
+            session_id=actor.session_id,
+            loop_id=actor.loop_id,
+            created_at=ctx.clock.now(),
+            agency=Agency.MACHINE,
+        )
+        try:
+            async with asyncio.timeout(ctx.stop_timeout):
+                await actor.wait_idle()
+                await actor.shutdown(stop)
+        except TimeoutError:
+            _log.warning("refusing loop did not stop in time")
+
     async def _run_actor(self, actor: LoopActor) -> None:
         self._ctx.metrics.live_loops += 1
         try:
@@ -379,6 +442,25 @@ class PartitionRunner:
             self._ctx.metrics.live_loops -= 1
 
     # ------------------------------------------------------------ stopping
+
+    @property
+    def running_turns(self) -> int:
+        """Loops of this partition with a turn still running."""
+        return sum(
+            1
+            for entry in self._live.values()
+            if entry.actor.status in (LoopStatus.RUNNING, LoopStatus.SHUTTING_DOWN)
+            and not entry.task.done()
+        )
+
+    def begin_drain(self) -> None:
+        """Start no turn and take no input; running turns go on.
+
+        Interrupts and gate answers for running turns are still applied.
+        """
+        self._draining = True
+        if self._journal is not None:
+            self._journal.close_for_drain()
 
     async def handover(self) -> None:
         """Stop for another owner: end turns durably, keep queued input for it."""

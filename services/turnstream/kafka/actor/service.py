@@ -9,20 +9,40 @@ inside those transactions.
 
 Tasks (all in the service's ``TaskGroup``): the consumer loop (the only task
 that calls ``getmany``, ``seek`` and ``committed``), the deltas sender, the lag
-watcher, every partition writer and every loop actor. The rebalance listener
-runs inside aiokafka's coordinator task and blocks ``getmany`` while it runs,
-so it never waits on anything the consumer loop holds: on revoke it hands the
-partitions over (turns interrupted, terminals committed, offsets committed,
-producers closed) *before* returning; on assignment it opens them (fence,
-restore) before returning, so no command is dispatched to an unrestored loop.
+and health watchers, every partition writer and every loop actor. The
+rebalance listener runs inside aiokafka's coordinator task and blocks
+``getmany`` while it runs, so it never waits on anything the consumer loop
+holds.
+
+Ownership changes harm only what moves. The group uses the sticky assignor
+(:mod:`~turnstream.kafka.actor.assignment`), so a rebalance moves as few
+partitions as the balance allows. aiokafka's protocol is eager -- every
+rebalance revokes every partition -- so on revoke the service keeps its
+runners going (turns run and commit; no records arrive) and decides on the
+assignment that follows: a partition assigned again carries on where its
+runner stopped taking records, without a restore; one that went elsewhere is
+handed over in the background (its running turns end ``TurnInterrupted``
+unless the new owner's fence comes first, in which case the new owner's restore
+writes that terminal); a new one is opened (fence, restore) before the callback
+returns, so no command is dispatched to an unrestored loop. If the consumer
+came back with a new member id it may have been out of the group meanwhile, so
+nothing it held is trusted: every partition is rebuilt.
+
+The service never exits because Kafka or the group is slow: the consumer is
+started without waiting for an assignment and restarted with backoff while the
+broker is unreachable; the health watcher logs an outage and the recovery once
+each and exposes them as metrics.
 
 A writer that finally fails a commit (or cannot tell whether one committed)
 gets its partition rebuilt from Kafka by the consumer loop (loops stopped
 without writing, state re-read, consumer rewound to the committed offset). A
 fenced writer's partition is abandoned until the group reassigns it.
 
-Shutdown is ordered: stop fetching, hand every partition over, leave the group,
-stop the deltas producer. Part of ``turnstream.kafka``; the composition root
+Shutdown is ordered: drain (new inputs stay in the log for the next owner,
+running turns finish, up to ``drain_timeout``), hand every partition over (what
+still runs is interrupted), leave the group (a static member does not leave:
+its replacement takes its partitions back without a rebalance), stop the deltas
+producer. Part of ``turnstream.kafka``; the composition root
 (:mod:`turnstream.loop_actor`) builds it. It must not read the environment or
 install signal handlers (the composition root's job), and never imports the
 composition root.
@@ -42,11 +62,17 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from turnstream.errors import TransportError, TurnstreamError
+from turnstream.kafka.actor.assignment import assignors
 from turnstream.kafka.actor.deltas import DeltaPublisher
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.runner import PartitionRunner, RunnerContext, SetupFor
 from turnstream.kafka.actor.writer import WriterSettings, WriterState
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import (
+    KafkaClients,
+    reachable,
+    start_client,
+    stop_client,
+)
 from turnstream.kafka.faults import Fault, classify, transport_error
 from turnstream.kafka.topology import TopicNames, check_copartitioned
 from turnstream.runtime.ports import Clock, IdSource, RandomIds, SystemClock
@@ -65,11 +91,17 @@ class ServiceSettings:
         group_id: the consumer group (also part of the transactional ids).
         topics: the topic set.
         txn_prefix: prefix of every transactional id.
+        group_instance_id: a static member id (``None``: dynamic membership).
+            A static member that restarts within the session timeout takes its
+            partitions back with no rebalance; one that stops does not leave
+            the group, so its partitions wait for it up to the session timeout.
         session_timeout_ms: how long the group waits for a silent member
             before reassigning its partitions (the broker allows 6000 and up).
-        heartbeat_interval_ms: heartbeat period (a third of the session).
-        rebalance_timeout_ms: how long a rebalance waits for members to hand
-            their partitions over.
+            With the restore, this bounds the takeover after a crash.
+        heartbeat_interval_ms: heartbeat period; also how soon a member learns
+            that a rebalance started.
+        rebalance_timeout_ms: how long a rebalance waits for members to
+            rejoin (they rejoin at once: revoking only pauses).
         max_poll_interval_ms: longest gap between fetches before leaving.
         poll_timeout_ms: how long one fetch waits for records.
         max_poll_records: records taken per fetch.
@@ -78,14 +110,19 @@ class ServiceSettings:
         delta_capacity: ephemeral events buffered for the deltas producer (a
             full buffer makes streaming turns wait up to a second, then drop).
         lag_interval: seconds between consumer-lag updates.
+        drain_timeout: on a planned stop, seconds running turns may take to
+            finish before they are interrupted and the partitions handed over.
+        health_interval: seconds between broker reachability checks.
+        retry_backoff_max: longest wait between attempts to start the consumer.
     """
 
     group_id: str = "turnstream-loop-actor"
     topics: TopicNames = field(default_factory=TopicNames)
     txn_prefix: str = "turnstream"
-    session_timeout_ms: int = 10_000
-    heartbeat_interval_ms: int = 3_000
-    rebalance_timeout_ms: int = 30_000
+    group_instance_id: str | None = None
+    session_timeout_ms: int = 8_000
+    heartbeat_interval_ms: int = 1_000
+    rebalance_timeout_ms: int = 10_000
     max_poll_interval_ms: int = 300_000
     poll_timeout_ms: int = 250
     max_poll_records: int = 200
@@ -93,6 +130,9 @@ class ServiceSettings:
     stop_timeout: float = 15.0
     delta_capacity: int = 8192
     lag_interval: float = 5.0
+    drain_timeout: float = 30.0
+    health_interval: float = 2.0
+    retry_backoff_max: float = 5.0
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -152,6 +192,15 @@ class LoopActorService:
         self._consumer: Any = None
         self._hub: DeltaPublisher | None = None
         self._task: asyncio.Task[None] | None = None
+        self._owned: dict[int, int] = {}
+        self._member_id: str | None = None
+        self._leaving: set[asyncio.Task[None]] = set()
+        self._opening: dict[int, asyncio.Task[None]] = {}
+        self._wanted: set[int] = set()
+        self._bridge: Any = None
+        self._draining = False
+        self._drain_deadline: float | None = None
+        self._bridge_generation = -1
 
     # ------------------------------------------------------------ lifecycle
 
@@ -191,7 +240,8 @@ class LoopActorService:
 
         Raises:
             ConfigError: the topics are missing or not co-partitioned.
-            TransportError: Kafka failed in a way the service cannot survive.
+            TransportError: Kafka failed in a way the service cannot survive
+                (authorization, configuration; never mere slowness).
         """
         settings = self.settings
         self._partitions = await check_copartitioned(self._clients, settings.topics)
@@ -203,13 +253,39 @@ class LoopActorService:
             capacity=settings.delta_capacity,
         )
         await self._hub.start()
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                watchers = [
+                    group.create_task(self._hub.run(), name="deltas"),
+                    group.create_task(self._watch_lag(), name="lag"),
+                    group.create_task(self._watch_health(), name="health"),
+                ]
+                try:
+                    if await self._join():
+                        await self._consume()
+                finally:
+                    await self._stop_everything()
+                    for task in watchers:
+                        task.cancel()
+        finally:
+            self._group = None
+            self._consumer = None
+            self.metrics.ready = False
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _new_consumer(self) -> Any:
+        settings = self.settings
         request_ms = max(
             self._clients.connection.request_timeout_ms,
             settings.rebalance_timeout_ms + 5_000,
         )
-        consumer = self._clients.consumer(
+        return self._clients.consumer(
             "actor",
             group_id=settings.group_id,
+            group_instance_id=settings.group_instance_id,
+            partition_assignment_strategy=assignors(),
             read_committed=True,
             auto_offset_reset="earliest",
             session_timeout_ms=settings.session_timeout_ms,
@@ -219,40 +295,110 @@ class LoopActorService:
             max_poll_records=settings.max_poll_records,
             request_timeout_ms=request_ms,
         )
-        consumer.subscribe([settings.topics.commands], listener=_Listener(self))
-        try:
-            async with asyncio.TaskGroup() as group:
-                self._group = group
-                hub_task = group.create_task(self._hub.run(), name="deltas")
+
+    async def _join(self) -> bool:
+        """Start the consumer and subscribe; ``False`` if stopped first.
+
+        Subscribing after the start keeps ``start`` from waiting for the first
+        assignment (the group may take long to settle); an unreachable broker
+        is retried with backoff, never fatal.
+        """
+        backoff = 0.5
+        waiting = False
+        while not self._stop.is_set():
+            consumer = self._new_consumer()
+            try:
                 await start_client(
                     consumer,
                     seconds=self._clients.connection.connect_timeout,
                     operation="start commands consumer",
                 )
-                self._consumer = consumer
-                lag_task = group.create_task(self._watch_lag(), name="lag")
-                try:
-                    await self._consume()
-                finally:
-                    await self._stop_everything()
-                    lag_task.cancel()
-                    hub_task.cancel()
-        finally:
-            self._group = None
-            self._consumer = None
-            self.metrics.ready = False
-        if self._fatal is not None:
-            raise self._fatal
+            except TransportError as exc:
+                if not exc.retriable:
+                    raise
+                if not waiting:
+                    waiting = True
+                    _log.warning(
+                        "commands consumer cannot start yet; retrying",
+                        extra={"exc_type": type(exc.__cause__).__name__},
+                    )
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(backoff):
+                        await self._stop.wait()
+                backoff = min(backoff * 2, self.settings.retry_backoff_max)
+                continue
+            consumer.subscribe(
+                [self.settings.topics.commands], listener=_Listener(self)
+            )
+            self._consumer = consumer
+            if waiting:
+                _log.info("commands consumer started")
+            return True
+        return False
 
     async def _stop_everything(self) -> None:
-        """Stop fetching is done; hand partitions over, then leave the group."""
+        """Stop fetching is done; drain, hand partitions over, leave the group."""
         self._stopping = True
         self.metrics.ready = False
+        if self._opening:
+            await asyncio.wait(list(self._opening.values()))
         await self._stop_runners(set(self._runners))
+        await self._await_leaving()
         if self._consumer is not None:
             await stop_client(self._consumer, seconds=self.settings.stop_timeout)
         # An assignment that raced the stop may have opened runners: stop them.
         await self._stop_runners(set(self._runners))
+        await self._await_leaving()
+        if self._bridge is not None:
+            await stop_client(self._bridge, seconds=self.settings.stop_timeout)
+            self._bridge = None
+
+    def _done(self) -> bool:
+        """Whether the consumer loop ends (fatal error, or a finished drain).
+
+        A planned stop keeps fetching (interrupts and gate answers for running
+        turns still apply) until those turns are done or the drain times out.
+        """
+        if self._fatal is not None:
+            return True
+        if not self._stop.is_set():
+            return False
+        if not self._draining:
+            self._draining = True
+            self._drain_deadline = self._begin_drain()
+        deadline = self._drain_deadline
+        return deadline is None or self._drained(deadline)
+
+    def _begin_drain(self) -> float | None:
+        """Stop starting turns; the deadline for running ones (``None``: none run)."""
+        self._stopping = True
+        self.metrics.ready = False
+        runners = [r for r in self._runners.values() if not r.broken]
+        for runner in runners:
+            runner.begin_drain()
+        running = sum(r.running_turns for r in runners)
+        if running == 0 or self.settings.drain_timeout <= 0:
+            return None
+        _log.info(
+            "draining: waiting for running turns to finish",
+            extra={"turns": running, "timeout_s": self.settings.drain_timeout},
+        )
+        return asyncio.get_running_loop().time() + self.settings.drain_timeout
+
+    def _drained(self, deadline: float) -> bool:
+        """Whether the drain is over (every turn ended, or time is up)."""
+        running = sum(r.running_turns for r in self._runners.values())
+        if running == 0:
+            _log.info("drained: no turn running")
+            return True
+        if asyncio.get_running_loop().time() < deadline:
+            return False
+        self.metrics.drain_interrupted += running
+        _log.warning(
+            "drain timeout: interrupting the turns still running",
+            extra={"turns": running},
+        )
+        return True
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         if self._group is None:
@@ -268,9 +414,13 @@ class LoopActorService:
         consumer = self._consumer
         poll_ms = self.settings.poll_timeout_ms
         bound = poll_ms / 1000 + self._clients.connection.request_timeout
-        while not self._stop.is_set():
-            if self._fatal is not None:
-                return
+        while not self._done():
+            if not self._assignment_done.is_set() and self._runners:
+                # The group is rebalancing: the group consumer returns nothing
+                # until it is done, but the turns it left running must still get
+                # their interrupts and gate answers in log order.
+                await self._bridge_once()
+                continue
             await self._apply_resets()
             try:
                 async with asyncio.timeout(bound):
@@ -283,27 +433,94 @@ class LoopActorService:
                 if classify(exc) is not Fault.RETRIABLE:
                     self._fatal = transport_error("fetch commands", exc)
                     return
-                _log.warning("fetch failed", extra={"exc_type": type(exc).__name__})
+                if self.metrics.kafka_reachable:
+                    _log.warning("fetch failed", extra={"exc_type": type(exc).__name__})
                 continue
             if not batch:
                 continue
             # aiokafka returns only records of the assignment current when
             # getmany returns, but it may return them while our assignment
             # callback is still opening the partitions: wait for it. A rebalance
-            # after that makes the batch stale (the new assignment refetches
-            # from the committed offsets).
+            # after that makes the batch stale (the new assignment refetches).
             generation = self._generation
             while not self._assignment_done.is_set() and not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(poll_ms / 1000):
                         await self._assignment_done.wait()
+            if self._assignment_done.is_set():
+                await self._dispatch(batch, generation)
+
+    async def _bridge_once(self) -> None:
+        """Read the kept runners' partitions without the group, one fetch.
+
+        During a rebalance a group-less consumer reads on from each runner's
+        :attr:`~PartitionRunner.next_offset` and dispatches as usual. If the
+        partition stays, the group consumer is sought to where the runner got
+        to (records read twice are skipped by offset); if it moved, the new
+        owner's fence voids whatever this process still tries to commit.
+        """
+        poll_ms = self.settings.poll_timeout_ms
+        positions = {
+            p: r.next_offset
+            for p, r in self._runners.items()
+            if r.next_offset is not None and not r.broken
+        }
+        if not positions:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(poll_ms / 1000):
+                    await self._assignment_done.wait()
+            return
+        bridge = await self._bridge_consumer()
+        if bridge is None:
+            await asyncio.sleep(poll_ms / 1000)
+            return
+        topic = self.settings.topics.commands
+        generation = self._generation
+        if self._bridge_generation != generation:
+            self._bridge_generation = generation
+            bridge.assign([TopicPartition(topic, p) for p in sorted(positions)])
+            for partition, offset in positions.items():
+                bridge.seek(TopicPartition(topic, partition), offset)
+        try:
+            async with asyncio.timeout(
+                poll_ms / 1000 + self._clients.connection.request_timeout
+            ):
+                batch = await bridge.getmany(
+                    timeout_ms=poll_ms, max_records=self.settings.max_poll_records
+                )
+        except (TimeoutError, KafkaError):
+            self._bridge_generation = -1  # reassign and seek next time
+            return
+        if batch and not self._assignment_done.is_set():
+            self.metrics.bridged += sum(len(records) for records in batch.values())
             await self._dispatch(batch, generation)
+
+    async def _bridge_consumer(self) -> Any:
+        if self._bridge is None:
+            consumer = self._clients.consumer(
+                "actor-bridge",
+                group_id=None,
+                read_committed=True,
+                auto_offset_reset="earliest",
+                max_poll_records=self.settings.max_poll_records,
+            )
+            try:
+                await start_client(
+                    consumer,
+                    seconds=self._clients.connection.connect_timeout,
+                    operation="start rebalance reader",
+                )
+            except TransportError:
+                return None
+            self._bridge = consumer
+            self._bridge_generation = -1
+        return self._bridge
 
     async def _dispatch(self, batch: dict[Any, list[Any]], generation: int) -> None:
         for tp, records in batch.items():
             for record in records:
-                if generation != self._generation or self._stop.is_set():
-                    return  # fetched before a rebalance: refetched from committed
+                if generation != self._generation:
+                    return  # fetched before a rebalance: refetched after it
                 runner = self._runners.get(tp.partition)
                 if runner is None or tp.partition in self._to_reset:
                     break
@@ -312,48 +529,146 @@ class LoopActorService:
     # ----------------------------------------------------------- rebalance
 
     async def _revoked(self, revoked: set[TopicPartition]) -> None:
+        # Eager rebalancing revokes everything; the runners keep going until
+        # the assignment that follows says what actually moved.
         self._generation += 1
         self._assignment_done.clear()
         self.metrics.ready = False
-        mine = {
-            tp.partition for tp in revoked if tp.topic == self.settings.topics.commands
-        }
-        try:
-            await self._stop_runners(mine)
-        except Exception as exc:  # noqa: BLE001 - aiokafka would swallow it: keep it
-            _log.exception("handing partitions over failed")
-            self._fatal = exc
+        self.metrics.rebalances += 1
 
     async def _assigned(self, assigned: set[TopicPartition]) -> None:
         try:
-            await self._take_over(assigned)
-        finally:
-            self._assignment_done.set()
-
-    async def _take_over(self, assigned: set[TopicPartition]) -> None:
-        if self._stopping:
-            return
-        generation = self._generation
-        partitions = sorted(
-            tp.partition for tp in assigned if tp.topic == self.settings.topics.commands
-        )
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [
-                    group.create_task(self._open(p, generation)) for p in partitions
-                ]
+            await self._reconcile(assigned)
         except Exception as exc:  # noqa: BLE001 - aiokafka would swallow it: keep it
             _log.exception("taking partitions over failed")
             self._fatal = exc
+        finally:
+            self._assignment_done.set()
+
+    async def _reconcile(self, assigned: set[TopicPartition]) -> None:
+        """Keep what stayed, hand over what moved, start opening what is new.
+
+        Returns at once: aiokafka sends no heartbeat while this callback runs,
+        so a slow restore here would get the member thrown out of the group.
+        New partitions are paused in the consumer and opened in the
+        background; each is resumed when its loops are restored.
+        """
+        generation = self._generation
+        topic = self.settings.topics.commands
+        wanted = {tp.partition for tp in assigned if tp.topic == topic}
+        self._wanted = wanted
+        member = getattr(
+            getattr(self._consumer, "_coordinator", None), "member_id", None
+        )
+        rejoined = self._member_id is not None and member != self._member_id
+        self._member_id = member
+        kept: list[int] = []
+        rebuild: dict[int, PartitionRunner] = {}
+        for partition in sorted(self._runners):
+            runner = self._runners[partition]
+            if partition in wanted and not rejoined and not runner.broken:
+                kept.append(partition)
+                continue
+            del self._runners[partition]
+            self._to_reset.discard(partition)
+            if partition in wanted:
+                # Ours again, but it may have been elsewhere meanwhile (or its
+                # writer failed): rebuild it from Kafka.
+                rebuild[partition] = runner
+            else:
+                self.metrics.partitions_moved += 1
+                self._leave(runner)
+        for partition in kept:
+            self._owned[partition] = generation
+            runner = self._runners[partition]
+            if runner.next_offset is not None:
+                self._consumer.seek(
+                    TopicPartition(topic, partition), runner.next_offset
+                )
+        self.metrics.partitions_kept += len(kept)
+        fresh = [] if self._stopping else sorted(wanted - set(self._runners))
+        for partition in fresh:
+            self._owned[partition] = generation
+            self._consumer.pause(TopicPartition(topic, partition))
+            if partition not in self._opening:
+                self._opening[partition] = self._spawn(
+                    self._open_later(partition, rebuild.pop(partition, None)),
+                    f"open-{partition}",
+                )
+        for runner in rebuild.values():  # stopping: nothing reopens
+            self._leave(runner)
+        self._update_partitions()
+        self._log_ready(kept=kept, opening=fresh)
+
+    async def _open_later(
+        self, partition: int, previous: PartitionRunner | None
+    ) -> None:
+        """Open a newly assigned partition, then let the consumer fetch it."""
+        try:
+            if previous is not None:
+                await previous.abandon()
+            runner = await self._open(partition, self._owned[partition])
+        except Exception as exc:  # noqa: BLE001 - not Kafka's or a restore's: fatal
+            _log.exception("taking a partition over failed")
+            self._fatal = exc
             return
-        for task in tasks:
-            runner = task.result()
-            self._runners[runner.partition] = runner
-            if runner.broken:
-                self._to_reset.add(runner.partition)
+        finally:
+            self._opening.pop(partition, None)
+        tp = TopicPartition(self.settings.topics.commands, partition)
+        consumer = self._consumer
+        if (
+            self._stopping
+            or partition not in self._wanted
+            or consumer is None
+            or tp not in consumer.assignment()
+        ):
+            # Moved on while it opened: hand it over again.
+            self._leave(runner)
+            return
+        self._runners[partition] = runner
+        if runner.broken:
+            self._to_reset.add(partition)
+        consumer.resume(tp)
+        self._update_partitions()
+        if not self._opening:
+            self._log_ready(kept=[], opening=[])
+
+    def _update_partitions(self) -> None:
         self.metrics.partitions = set(self._runners)
-        self.metrics.ready = not self._stopping and not self._to_reset
-        _log.info("partitions ready: [%s]", ",".join(map(str, partitions)))
+        for partition in list(self.metrics.consumer_lag):
+            if partition not in self._runners:
+                del self.metrics.consumer_lag[partition]
+        self.metrics.ready = (
+            not self._stopping and not self._to_reset and not self._opening
+        )
+
+    def _log_ready(self, *, kept: list[int], opening: list[int]) -> None:
+        if self._opening:
+            _log.info(
+                "partitions assigned",
+                extra={
+                    "kept": ",".join(map(str, kept)),
+                    "opening": ",".join(map(str, opening)),
+                    "generation": self._generation,
+                },
+            )
+            return
+        _log.info(
+            "partitions ready: [%s]",
+            ",".join(map(str, sorted(self._runners))),
+            extra={"kept": ",".join(map(str, kept)), "generation": self._generation},
+        )
+
+    def _leave(self, runner: PartitionRunner) -> None:
+        """Hand a partition that moved away over, in the background."""
+        stop = runner.abandon() if runner.broken else runner.handover()
+        task = self._spawn(stop, f"handover-{runner.partition}")
+        self._leaving.add(task)
+        task.add_done_callback(self._leaving.discard)
+
+    async def _await_leaving(self) -> None:
+        if self._leaving:
+            await asyncio.wait(list(self._leaving))
 
     async def _open(self, partition: int, generation: int) -> PartitionRunner:
         ctx = RunnerContext(
@@ -373,11 +688,12 @@ class LoopActorService:
             partitions=self._partitions,
         )
         tp = TopicPartition(self.settings.topics.commands, partition)
+        self._owned[partition] = generation
 
         def still_owner() -> bool:
             consumer = self._consumer
             return (
-                generation == self._generation
+                self._owned.get(partition) == self._generation
                 and not self._stopping
                 and consumer is not None
                 and tp in consumer.assignment()
@@ -432,6 +748,8 @@ class LoopActorService:
 
     async def _apply_resets(self) -> None:
         """Rebuild failed partitions from Kafka (consumer-loop task only)."""
+        if self._stopping:
+            return  # a stopping service rebuilds nothing; the handover abandons them
         for partition in sorted(self._to_reset):
             runner = self._runners.get(partition)
             if runner is None or not runner.broken:
@@ -474,7 +792,10 @@ class LoopActorService:
             self._runners[partition] = fresh
             self._to_reset.discard(partition)
         self.metrics.ready = (
-            not self._to_reset and not self._stopping and self._assignment_done.is_set()
+            not self._to_reset
+            and not self._stopping
+            and not self._opening
+            and self._assignment_done.is_set()
         )
 
     async def _watch_lag(self) -> None:
@@ -496,4 +817,30 @@ class LoopActorService:
                     continue
                 self.metrics.consumer_lag[tp.partition] = max(
                     int(high) - int(position), 0
+                )
+
+    async def _watch_health(self) -> None:
+        """Log an outage and the recovery once each; expose them as metrics."""
+        metrics = self.metrics
+        since = 0.0
+        while True:
+            await asyncio.sleep(self.settings.health_interval)
+            consumer = self._consumer
+            if consumer is None:
+                continue
+            up = await reachable(
+                consumer, seconds=self._clients.connection.request_timeout
+            )
+            now = asyncio.get_running_loop().time()
+            if up == metrics.kafka_reachable:
+                continue
+            metrics.kafka_reachable = up
+            if not up:
+                since = now
+                metrics.kafka_outages += 1
+                _log.error("Kafka unreachable; retrying until it answers")
+            else:
+                _log.info(
+                    "Kafka reachable again",
+                    extra={"outage_s": round(now - since, 1)},
                 )

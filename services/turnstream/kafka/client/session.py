@@ -396,6 +396,9 @@ class KafkaSession:
         no_fold: bool = False,
         agency: Agency = Agency.USER,
         command_id: CommandId | None = None,
+        agent: str = "",
+        model: str = "",
+        max_tokens: int | None = None,
     ) -> CommandId:
         """Send input to ``loop_id`` (the active loop by default).
 
@@ -407,6 +410,9 @@ class KafkaSession:
             no_fold=no_fold,
             agency=agency,
             command_id=command_id,
+            agent=agent,
+            model=model,
+            max_tokens=max_tokens,
         )
 
     async def submit_to_loop(
@@ -417,6 +423,9 @@ class KafkaSession:
         no_fold: bool = False,
         agency: Agency = Agency.USER,
         command_id: CommandId | None = None,
+        agent: str = "",
+        model: str = "",
+        max_tokens: int | None = None,
     ) -> CommandId:
         """Send input to ``loop_id``; return its command id once acknowledged.
 
@@ -428,6 +437,11 @@ class KafkaSession:
             command_id: the id to send it with (default: a new one). Pass the id
                 of an earlier attempt to retry it: the loop applies one command
                 id once, so a retry never makes a second turn.
+            agent: the agent the input is for (a new loop is bound to it;
+                empty: the service's single agent).
+            model: a model from the agent's allow-list for this input's turn
+                (empty: the agent's default); outside it, ``TurnRejected``.
+            max_tokens: an output cap for that turn.
 
         Raises:
             CommandNotConfirmedError: not acknowledged in time; its
@@ -439,6 +453,9 @@ class KafkaSession:
                 **self._fields(loop_id, agency, command_id),
                 "message": _as_message(content),
                 "no_fold": no_fold,
+                "agent": agent,
+                "model": model,
+                "max_tokens": max_tokens,
             }
         )
         command_id = await self.send(command)
@@ -453,6 +470,9 @@ class KafkaSession:
         no_fold: bool = False,
         agency: Agency = Agency.USER,
         command_id: CommandId | None = None,
+        agent: str = "",
+        model: str = "",
+        max_tokens: int | None = None,
         tokens: bool = False,
         resync: float = DEFAULT_RESYNC,
     ) -> Turn:
@@ -477,6 +497,9 @@ class KafkaSession:
                 no_fold=no_fold,
                 agency=agency,
                 command_id=command_id,
+                agent=agent,
+                model=model,
+                max_tokens=max_tokens,
             )
         except BaseException:
             turn.close()
@@ -494,6 +517,9 @@ class KafkaSession:
         no_fold: bool = False,
         agency: Agency = Agency.USER,
         command_id: CommandId | None = None,
+        agent: str = "",
+        model: str = "",
+        max_tokens: int | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - one bound for send and wait
     ) -> TurnOutcome:
         """Send input and wait for the end of the turn that answers it.
@@ -509,6 +535,9 @@ class KafkaSession:
             no_fold: never fold it into a running turn.
             agency: who asks.
             command_id: as :meth:`submit_to_loop` (a retry's id).
+            agent: as :meth:`submit_to_loop`.
+            model: as :meth:`submit_to_loop`.
+            max_tokens: as :meth:`submit_to_loop`.
             timeout: seconds to wait in all (default: without bound).
 
         Raises:
@@ -522,6 +551,9 @@ class KafkaSession:
                 no_fold=no_fold,
                 agency=agency,
                 command_id=command_id,
+                agent=agent,
+                model=model,
+                max_tokens=max_tokens,
             )
             async with turn:
                 return await turn.outcome()

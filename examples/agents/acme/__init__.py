@@ -1,0 +1,1 @@
+"""acme: an example of a user's own agent package for turnstream (see agents.py)."""

@@ -1,0 +1,179 @@
+"""A 30-second broker outage under load: actors stay, logs stay quiet, nothing lost.
+
+Two loop-actor processes (``python -m turnstream.loop_actor``) run against a
+private broker (free ports, its own data directory) while loops submit turns.
+The broker is stopped for 30 s and started again. Both actors must stay alive,
+each must write fewer than 50 log lines for the whole outage, ``/metrics`` must
+show the broker unreachable during it and one outage after it, and every
+submit must be answered exactly once (the journal invariants).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+from tests.support.actors import ActorFleet, ActorProcess
+from tests.support.eventually import assert_eventually
+from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
+    PROJECT_DIR,
+    apply_topic_set,
+    check_journal,
+    collect_garbage,
+    collect_garbage_late,
+    read_all,
+    unique_prefix,
+)
+
+from turnstream.devbroker import BrokerSettings, DevBroker
+from turnstream.errors import CommandNotConfirmedError
+from turnstream.ids import CommandId, LoopId
+from turnstream.kafka import broker_answers
+from turnstream.kafka.client.session import KafkaSession
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]
+
+OUTAGE_SECONDS = 30
+PARTITIONS = 4
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def own_broker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[DevBroker]:
+    """A private broker on free ports (``kafka_bootstrap`` only gates the lane)."""
+    env = {
+        "TURNSTREAM_BROKER_PORT": str(_free_port()),
+        "TURNSTREAM_CONTROLLER_PORT": str(_free_port()),
+    }
+    settings = BrokerSettings.for_project(
+        PROJECT_DIR, env, state_dir=tmp_path / "kafka"
+    )
+    broker = DevBroker(settings, probe=broker_answers, env=os.environ)
+    broker.up()
+    try:
+        yield broker
+    finally:
+        broker.down(purge=True)
+
+
+def _metric(port: int, name: str) -> float | None:
+    try:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/metrics", timeout=5
+        ) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
+    own_broker: DevBroker, tmp_path: Path
+) -> None:
+    bootstrap = own_broker.settings.bootstrap
+    prefix = unique_prefix("outage")
+    topics = await apply_topic_set(bootstrap, prefix, partitions=PARTITIONS)
+    ports = [_free_port(), _free_port()]
+    fleet = ActorFleet(
+        bootstrap, prefix, extra=("--model", "demo"), log_dir=tmp_path / "actors"
+    )
+    session = await KafkaSession.connect(
+        bootstrap, topics=topics, capacity=10_000, request_timeout=3.0
+    )
+    submitted: list[UUID] = []
+    stop = asyncio.Event()
+    try:
+        actors: list[ActorProcess] = [
+            await fleet.spawn("--metrics-port", str(port)) for port in ports
+        ]
+
+        def both_ready() -> None:
+            fleet.note_exits()
+            assert fleet.self_exits == []
+            owned = sorted(p for a in actors for p in a.partitions or ())
+            assert owned == list(range(PARTITIONS)), owned
+
+        await assert_eventually(both_ready, timeout=90, message="actors not ready")
+
+        async def submit_forever(loop_id: LoopId) -> None:
+            while not stop.is_set():
+                command_id: CommandId | None = None
+                while True:  # a send the broker did not confirm is sent again
+                    try:
+                        command_id = await session.submit_to_loop(
+                            loop_id, "add 1 2", command_id=command_id
+                        )
+                        break
+                    except CommandNotConfirmedError as exc:
+                        command_id = CommandId(exc.command_id)  # type: ignore[arg-type]
+                        await asyncio.sleep(1.0)
+                submitted.append(command_id)
+                await asyncio.sleep(0.5)
+
+        load = [asyncio.create_task(submit_forever(LoopId(uuid4()))) for _ in range(8)]
+        await asyncio.sleep(5)
+        before = [len(a.lines) for a in actors]
+        await asyncio.to_thread(own_broker.down)
+
+        def unreachable_seen() -> None:
+            for port in ports:
+                assert _metric(port, "turnstream_kafka_reachable") == 0.0
+
+        await assert_eventually(
+            unreachable_seen,
+            timeout=OUTAGE_SECONDS - 5,
+            message="outage not on /metrics",
+        )
+        await asyncio.sleep(OUTAGE_SECONDS - 10)
+        await asyncio.to_thread(own_broker.up)
+
+        def recovered() -> None:
+            for port in ports:
+                assert _metric(port, "turnstream_kafka_reachable") == 1.0
+                outages = _metric(port, "turnstream_kafka_outages_total")
+                assert outages is not None
+                assert outages >= 1
+
+        await assert_eventually(
+            recovered, timeout=90, message="no recovery on /metrics"
+        )
+        await asyncio.sleep(10)
+        stop.set()
+        await asyncio.gather(*load)
+        outage_lines = [
+            actor.lines[start:] for actor, start in zip(actors, before, strict=True)
+        ]
+
+        async def all_answered() -> None:
+            entries = await read_all(bootstrap, topics, PARTITIONS)
+            answered = {
+                e.event.reply_to() for e in entries if e.event.reply_to() is not None
+            }
+            assert set(submitted) <= answered
+
+        await assert_eventually(all_answered, timeout=120, interval=1.0)
+        fleet.note_exits()
+        assert fleet.self_exits == []
+        assert all(a.alive for a in actors)
+        for lines in outage_lines:
+            assert len(lines) < 50, "\n".join(lines[-60:])
+        entries = await read_all(bootstrap, topics, PARTITIONS)
+        check_journal(entries, submitted)
+    finally:
+        stop.set()
+        await fleet.close()
+        await session.close()
