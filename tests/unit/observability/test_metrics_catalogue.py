@@ -50,6 +50,13 @@ def populated() -> ServiceMetrics:
     m.fenced = 27
     m.restores.update({"snapshot": 28, "replay": 29})
     m.consumer_lag.update({0: 30, 2: 31})
+    m.kafka_reachable = False
+    m.kafka_outages = 32
+    m.rebalances = 33
+    m.partitions_kept = 34
+    m.partitions_moved = 35
+    m.bridged = 36
+    m.drain_interrupted = 37
     return m
 
 
@@ -121,6 +128,13 @@ def test_every_exported_metric_renders_its_value() -> None:
         ("turnstream_restores_total", (("how", "snapshot"),)): 28.0,
         ("turnstream_consumer_lag_records", (("partition", "0"),)): 30.0,
         ("turnstream_consumer_lag_records", (("partition", "2"),)): 31.0,
+        ("turnstream_kafka_reachable", ()): 0.0,
+        ("turnstream_kafka_outages_total", ()): 32.0,
+        ("turnstream_rebalances_total", ()): 33.0,
+        ("turnstream_partitions_kept_total", ()): 34.0,
+        ("turnstream_partitions_moved_total", ()): 35.0,
+        ("turnstream_bridged_commands_total", ()): 36.0,
+        ("turnstream_drain_interrupted_total", ()): 37.0,
     }
     assert samples.keys() == expected.keys()
     for key, value in expected.items():
