@@ -1,8 +1,10 @@
 """faust fixes the analytics workers need: read_committed, no lost records, clean stops.
 
-Owns :func:`install_faust_fixes`, which puts five corrections to
+Owns :func:`install_faust_fixes`, which puts six corrections to
 faust-streaming 0.15.3 on an app (each measured against the real broker; see
-the analytics README, "Known faust issues"):
+the analytics README, "Known faust issues"), and :func:`adopt_partition_count`,
+which reads a source topic's partition count from the broker so tables
+co-partition with it:
 
 * **read_committed.** The journal is written inside Kafka transactions, so a
   consumer must skip records of aborted transactions. faust chooses
@@ -11,6 +13,13 @@ the analytics README, "Known faust issues"):
   ``app.in_worker`` (an app started programmatically silently reads
   ``read_uncommitted`` even under ``exactly_once``). The worker consumer here
   reads committed data in both modes.
+* **Fresh changelog, lost records.** A changelog topic created moments
+  before the group join may be missing from the consumer's metadata; the first
+  table write then raises ``PartitionsMismatch`` (0 partitions), the agent
+  crashes and faust commits the record it held. The consumer declares every
+  table's changelog before its client exists, and hands out no record while
+  its metadata still lists a changelog with 0 partitions (see
+  ``_FixedConsumer.on_start`` and ``_FixedConsumer.getmany``).
 * **Seek partitions without a commit.** After a rebalance faust puts every
   partition back at its committed offset, but aiokafka only seeks when that
   offset is > 0 (see ``_FixedConsumer.seek_to_committed``).
@@ -31,16 +40,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.transport.producer import ProducerBuffer
 from mode.utils.queues import FlowControlEvent
 
-__all__ = ["FixedTransport", "install_faust_fixes", "isolation_level"]
+from turnstream.errors import ConfigError
+
+__all__ = [
+    "FixedTransport",
+    "adopt_partition_count",
+    "install_faust_fixes",
+    "isolation_level",
+]
 
 logger = logging.getLogger(__name__)
+
+# How often a held fetch looks at the consumer's metadata again.
+_METADATA_POLL_S: Final = 0.05
+# How long reading a topic's partition count may take.
+_PARTITIONS_TIMEOUT_S: Final = 20.0
+
+
+def _changelog_topics(app: Any) -> list[Any]:
+    return [table.changelog_topic for table in app.tables.values()]
 
 
 class _ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -58,8 +84,55 @@ class _ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
 
 class _FixedConsumer(faust_aiokafka.Consumer):
+    # Set once the metadata listed every changelog (see getmany).
+    _changelogs_listed = False
+
     def _new_consumer_thread(self) -> Any:
         return _ReadCommittedConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def on_start(self) -> None:
+        # faust declares a table's changelog when the table starts, after the
+        # consumer joined its group, so the consumer's first metadata may not
+        # list it. Declared here, before the Kafka client is created, it does.
+        changelogs = _changelog_topics(self.app)
+        if changelogs:
+            await self.app.producer.maybe_start()
+            for topic in changelogs:
+                await topic.maybe_declare()
+        await super().on_start()
+
+    async def getmany(
+        self,
+        timeout: float,  # noqa: ASYNC109 - faust's signature
+    ) -> AsyncIterator[tuple[Any, Any]]:
+        # faust checks a table's co-partitioning on its first write, against
+        # this consumer's metadata. A changelog listed there with 0 partitions
+        # (subscribed, not yet in the metadata) fails the check: the agent
+        # crashes and faust acks -- and commits -- the record it was
+        # processing, which is then lost. No record leaves before every
+        # changelog is known; the fetcher calls again after ``timeout``.
+        if not self._changelogs_listed:
+            if not await self._wait_for_changelogs(timeout):
+                return
+            self._changelogs_listed = True
+        async for item in super().getmany(timeout):
+            yield item
+
+    async def _wait_for_changelogs(self, seconds: float) -> bool:
+        """Whether, within ``seconds``, no changelog is listed with 0 partitions."""
+        names = [topic.get_topic_name() for topic in _changelog_topics(self.app)]
+        deadline = time.monotonic() + seconds
+        while True:
+            unknown = [name for name in names if self.topic_partitions(name) == 0]
+            if not unknown:
+                return True
+            if time.monotonic() >= deadline:
+                logger.info(
+                    "holding records until the consumer's metadata lists %s",
+                    ", ".join(unknown),
+                )
+                return False
+            await asyncio.sleep(_METADATA_POLL_S)
 
     async def seek_to_committed(self) -> Mapping[Any, int]:
         # After a rebalance faust recovers the tables, resumes the stream
@@ -204,9 +277,40 @@ def install_faust_fixes(app: Any) -> None:
 
     Call it right after creating the app, before any topic, agent or table
     is defined (they create the transport and their queues on first use).
+    Every fix of the module docstring then applies, in both processing
+    guarantees.
     """
     app.flow_control = _QueueKeepingFlowControl()
     app.transport = FixedTransport(app.conf.broker_consumer, app)
+
+
+async def adopt_partition_count(app: Any, topic: str) -> int:
+    """Make ``topic``'s partition count the default of ``app``'s topics and tables.
+
+    Tables must have their source topic's partition count (faust refuses a
+    mismatch); one defined without ``partitions=`` takes
+    ``app.conf.topic_partitions``, which this sets from the broker's metadata.
+    Call it before ``app.start()``; it starts the app's producer.
+
+    Returns:
+        The partition count.
+
+    Raises:
+        ConfigError: the topic does not exist or its metadata did not arrive.
+    """
+    await app.producer.maybe_start()
+    # faust exposes no metadata call; its aiokafka producer has one.
+    client = app.producer._ensure_producer()
+    try:
+        async with asyncio.timeout(_PARTITIONS_TIMEOUT_S):
+            partitions = await client.partitions_for(topic)
+    except Exception as exc:  # aiokafka's errors are not importable here
+        raise ConfigError(
+            "events topic", f"no partition count for {topic}: {type(exc).__name__}"
+        ) from exc
+    count = len(partitions)
+    app.conf.topic_partitions = count
+    return count
 
 
 def isolation_level(app: Any) -> str | None:

@@ -283,9 +283,11 @@ def library_level(verbose: bool) -> int:
     return logging.INFO if verbose else logging.WARNING
 
 
-def _install_filters(handler: logging.Handler) -> None:
+def _install_filters(
+    handler: logging.Handler, rate_limited: Iterable[str] = LIBRARY_LOGGERS
+) -> None:
     handler.addFilter(RetriableDemotion())
-    handler.addFilter(RepeatFilter())
+    handler.addFilter(RepeatFilter(rate_limited))
 
 
 def set_verbose(verbose: bool) -> None:
@@ -315,6 +317,7 @@ def configure_logging(
     level: int = logging.INFO,
     libraries: int | None = None,
     stream: TextIO | None = None,
+    rate_limited: Iterable[str] = LIBRARY_LOGGERS,
 ) -> logging.Handler:
     """Install one handler on the root logger (replacing existing ones).
 
@@ -324,6 +327,9 @@ def configure_logging(
         libraries: the level of chatty client libraries (aiokafka, faust …);
             by default WARNING, or INFO after ``set_verbose(True)``.
         stream: where to write; stderr by default (stdout is for program output).
+        rate_limited: the loggers (and their children) whose repeats
+            :class:`RepeatFilter` holds back; the client libraries by default,
+            and a service may add its own (e.g. a retry loop's logger).
 
     Returns:
         The installed handler, with :class:`RetriableDemotion` and
@@ -332,7 +338,7 @@ def configure_logging(
     handler = logging.StreamHandler(stream or sys.stderr)
     formatter = JsonFormatter() if log_format is LogFormat.JSON else TextFormatter()
     handler.setFormatter(formatter)
-    _install_filters(handler)
+    _install_filters(handler, rate_limited)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -86,6 +86,8 @@ def test_dashboard_covers_what_an_operator_asks() -> None:
         "turnstream_consumer_lag_records",
         "turnstream_commit_latency_seconds_bucket",
         'up{job="turnstream-actor"}',
+        "sum(turnstream_kafka_reachable)",
+        "turnstream_kafka_outages_total",
         "turnstream_ready",
         "turnstream_commit_retries_total",
     ):

@@ -309,3 +309,31 @@ def test_condition_log_reports_each_change_of_state_once() -> None:
         ("kafka reachable again", "INFO", "reachable"),
     ]
     assert condition.state == "reachable"
+
+
+def test_configure_logging_rate_limits_the_loggers_asked_for(
+    quiet_libraries: object,
+) -> None:
+    """A service may add its own logger to the rate-limited ones."""
+    stream = io.StringIO()
+    configure_logging(
+        LogFormat.TEXT,
+        stream=stream,
+        rate_limited=(*LIBRARY_LOGGERS, "turnstream.test-retry"),
+    )
+    retry, other = (
+        logging.getLogger("turnstream.test-retry.commit"),
+        logging.getLogger("turnstream.test-other"),
+    )
+
+    for attempt in range(3):
+        retry.warning("commit failed, retrying (attempt %d)", attempt)
+        other.warning("not limited %d", attempt)
+
+    messages = [line.split(": ", 1)[1] for line in stream.getvalue().splitlines()]
+    assert messages == [
+        "commit failed, retrying (attempt 0)",
+        "not limited 0",
+        "not limited 1",
+        "not limited 2",
+    ]

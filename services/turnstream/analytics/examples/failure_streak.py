@@ -12,9 +12,13 @@ three pieces every processor needs:
    state and that mark are one table value, written together.
 3. **faust wiring** -- :func:`build_app`: the journal topic decoded by the
    registered ``turnstream_avro`` codec, read ``read_committed``, a table
-   keyed by loop id (co-partitioned with the journal), and an output topic.
-   An alert is logged (WARNING, no payload text) and published as a JSON
-   record :class:`StreakAlert` keyed by loop id.
+   keyed by loop id (co-partitioned with the journal: its partition count is
+   read from the journal topic when the app starts), and an output topic.
+   The brokers and the journal topic come from the same settings as the
+   analytics worker (``KAFKA_BOOTSTRAP_SERVERS``,
+   ``TURNSTREAM_ANALYTICS_EVENTS_TOPIC``). An alert is logged (WARNING, no
+   payload text) and published as a JSON record :class:`StreakAlert` keyed by
+   loop id.
 
 An alert fires once when a streak reaches the threshold; the next alert for
 that loop needs a ``TurnDone`` first.
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,7 +47,8 @@ from typing import Any, Final
 import faust
 
 from turnstream.analytics.codecs import EVENTS_CODEC, Undecodable, register_codecs
-from turnstream.analytics.transport import install_faust_fixes
+from turnstream.analytics.settings import AnalyticsSettings
+from turnstream.analytics.transport import adopt_partition_count, install_faust_fixes
 from turnstream.events import EnduringEvent, TurnDone, TurnFailed
 
 __all__ = [
@@ -175,51 +181,93 @@ class StreakApp:
         agent: the detecting agent (``agent.test_context()`` in tests).
         table: the per-loop streak table.
         alerts: the alerts topic.
+        events_topic: the journal topic it reads.
+        partitions: the journal's partition count if given, else ``None``
+            (read from the topic by :meth:`start`).
     """
 
     app: Any
     agent: Any
     table: Any
     alerts: Any
+    events_topic: str
+    partitions: int | None
+
+    async def start(self) -> int:
+        """Start the processor; returns the journal's partition count.
+
+        Without an explicit count, the journal topic's is read from the broker
+        first, so the table is co-partitioned with it whatever it is; the
+        alerts topic is created if missing.
+        """
+        partitions = self.partitions
+        if partitions is None:
+            partitions = await adopt_partition_count(self.app, self.events_topic)
+        # The alerts topic is created here: brokers need not auto-create topics
+        # (a send to a missing one waits for its metadata until it times out).
+        await self.app.producer.maybe_start()
+        await self.alerts.maybe_declare()
+        await self.app.start()
+        return partitions
+
+    async def stop(self) -> None:
+        """Stop the processor (leaves the group, flushes the producer)."""
+        await self.app.stop()
 
 
 def build_app(
     *,
     app_id: str = "turnstream-failure-streak",
-    bootstrap: str = "127.0.0.1:19092",
-    events_topic: str = "turnstream.events.v1",
+    bootstrap: str | None = None,
+    events_topic: str | None = None,
     alerts_topic: str = "turnstream.alerts.v1",
-    partitions: int = 3,
+    partitions: int | None = None,
     threshold: int = DEFAULT_THRESHOLD,
     data_dir: Path = Path("var/failure-streak"),
     publish: Callable[[StreakAlert], Awaitable[None]] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> StreakApp:
     """Wire the failure-streak processor into a new faust app.
 
     Args:
         app_id: faust app id (consumer group, changelog prefix).
-        bootstrap: comma-separated ``host:port`` list.
-        events_topic: the journal topic.
+        bootstrap: comma-separated ``host:port`` list; by default the analytics
+            worker's (``KAFKA_BOOTSTRAP_SERVERS``, else 127.0.0.1:19092).
+        events_topic: the journal topic; by default the analytics worker's
+            (``TURNSTREAM_ANALYTICS_EVENTS_TOPIC``, else ``turnstream.events.v1``).
         alerts_topic: where alerts are published (JSON, keyed by loop id).
-        partitions: partition count of the journal (the table uses the same).
+        partitions: partition count of the journal (the table uses the same);
+            by default :meth:`StreakApp.start` reads it from the topic.
         threshold: failed turns in a row that raise an alert.
         data_dir: faust's data directory.
         publish: how an alert leaves the processor; the default sends it to
             ``alerts_topic`` (tests pass a recording function).
+        env: where the defaults are read from (the process environment).
+
+    Raises:
+        ConfigError: a setting read from ``env`` is invalid.
     """
+    settings = AnalyticsSettings.from_env(os.environ if env is None else env)
+    bootstrap = bootstrap or settings.bootstrap
+    events_topic = events_topic or settings.events_topic
     register_codecs()  # the process-default wire codec decodes the journal
+    # faust creates only the last level of its data directory, at start.
+    data_dir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         app_id,
         broker=[f"kafka://{s}" for s in bootstrap.split(",")],
         store="memory://",
-        topic_partitions=partitions,
         table_standby_replicas=0,
         consumer_auto_offset_reset="earliest",
         datadir=str(data_dir),
         web_enabled=False,
         autodiscover=False,
     )
-    install_faust_fixes(app)  # read_committed, no dropped records
+    if partitions is not None:
+        app.conf.topic_partitions = partitions
+    # read_committed, no record lost or dropped (fresh changelog, rebalances),
+    # changelog drained before commits, clean stops: transport.py lists them.
+    install_faust_fixes(app)
     events = app.topic(
         events_topic,
         key_serializer="raw",
@@ -257,7 +305,14 @@ def build_app(
                 await emit(alert)
 
     agent = app.agent(events, name=f"{app_id}.detect")(detect)
-    return StreakApp(app=app, agent=agent, table=table, alerts=alerts)
+    return StreakApp(
+        app=app,
+        agent=agent,
+        table=table,
+        alerts=alerts,
+        events_topic=events_topic,
+        partitions=partitions,
+    )
 
 
 async def _serve(streak: StreakApp) -> None:
@@ -265,11 +320,11 @@ async def _serve(streak: StreakApp) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await streak.app.start()
+    await streak.start()
     try:
         await stop.wait()
     finally:
-        await streak.app.stop()
+        await streak.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -277,10 +332,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m turnstream.analytics.examples.failure_streak"
     )
-    parser.add_argument("--bootstrap", default="127.0.0.1:19092")
-    parser.add_argument("--events-topic", default="turnstream.events.v1")
+    parser.add_argument(
+        "--bootstrap", help="brokers (default: $KAFKA_BOOTSTRAP_SERVERS)"
+    )
+    parser.add_argument(
+        "--events-topic",
+        help="journal topic (default: $TURNSTREAM_ANALYTICS_EVENTS_TOPIC)",
+    )
     parser.add_argument("--alerts-topic", default="turnstream.alerts.v1")
-    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument(
+        "--partitions", type=int, help="journal partitions (default: the topic's)"
+    )
     parser.add_argument("--threshold", type=int, default=DEFAULT_THRESHOLD)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
