@@ -68,9 +68,10 @@ def own_broker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[DevBroker]:
 
 
 def _metric(port: int, name: str) -> float | None:
+    # A blocking read with a short timeout: the actors answer at once.
     try:
         with urllib.request.urlopen(
-            f"http://127.0.0.1:{port}/metrics", timeout=5
+            f"http://127.0.0.1:{port}/metrics", timeout=2
         ) as reply:
             text = reply.read().decode()
     except OSError:
@@ -111,23 +112,24 @@ async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
 
         async def submit_forever(loop_id: LoopId) -> None:
             while not stop.is_set():
-                command_id: CommandId | None = None
-                while True:  # a send the broker did not confirm is sent again
+                command_id = CommandId(uuid4())
+                while not stop.is_set():  # unconfirmed: sent again, same id
                     try:
-                        command_id = await session.submit_to_loop(
+                        await session.submit_to_loop(
                             loop_id, "add 1 2", command_id=command_id
                         )
-                        break
-                    except CommandNotConfirmedError as exc:
-                        command_id = CommandId(exc.command_id)  # type: ignore[arg-type]
+                    except CommandNotConfirmedError:
                         await asyncio.sleep(1.0)
-                submitted.append(command_id)
+                        continue
+                    submitted.append(command_id)
+                    break
                 await asyncio.sleep(0.5)
 
         load = [asyncio.create_task(submit_forever(LoopId(uuid4()))) for _ in range(8)]
         await asyncio.sleep(5)
         before = [len(a.lines) for a in actors]
-        await asyncio.to_thread(own_broker.down)
+        async with asyncio.timeout(120):
+            await asyncio.to_thread(own_broker.down)
 
         def unreachable_seen() -> None:
             for port in ports:
@@ -139,7 +141,8 @@ async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
             message="outage not on /metrics",
         )
         await asyncio.sleep(OUTAGE_SECONDS - 10)
-        await asyncio.to_thread(own_broker.up)
+        async with asyncio.timeout(120):
+            await asyncio.to_thread(own_broker.up)
 
         def recovered() -> None:
             for port in ports:
@@ -153,7 +156,8 @@ async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
         )
         await asyncio.sleep(10)
         stop.set()
-        await asyncio.gather(*load)
+        async with asyncio.timeout(60):
+            await asyncio.gather(*load)
         outage_lines = [
             actor.lines[start:] for actor, start in zip(actors, before, strict=True)
         ]
