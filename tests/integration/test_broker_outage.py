@@ -154,10 +154,12 @@ async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
         await assert_eventually(
             recovered, timeout=90, message="no recovery on /metrics"
         )
+        confirmed_before = len(submitted)
         await asyncio.sleep(10)
         stop.set()
         async with asyncio.timeout(60):
             await asyncio.gather(*load)
+        assert len(submitted) > confirmed_before, "no submit confirmed after recovery"
         outage_lines = [
             actor.lines[start:] for actor, start in zip(actors, before, strict=True)
         ]
