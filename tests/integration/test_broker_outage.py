@@ -11,10 +11,7 @@ submit must be answered exactly once (the journal invariants).
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
 
@@ -30,41 +27,17 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     read_all,
     unique_prefix,
 )
+from tests.support.private_broker import free_port
 
-from turnstream.devbroker import BrokerSettings, DevBroker
+from turnstream.devbroker import DevBroker
 from turnstream.errors import CommandNotConfirmedError
 from turnstream.ids import CommandId, LoopId
-from turnstream.kafka import broker_answers
 from turnstream.kafka.client.session import KafkaSession
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]
 
 OUTAGE_SECONDS = 30
 PARTITIONS = 4
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture
-def own_broker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[DevBroker]:
-    """A private broker on free ports (``kafka_bootstrap`` only gates the lane)."""
-    env = {
-        "TURNSTREAM_BROKER_PORT": str(_free_port()),
-        "TURNSTREAM_CONTROLLER_PORT": str(_free_port()),
-    }
-    settings = BrokerSettings.for_project(
-        PROJECT_DIR, env, state_dir=tmp_path / "kafka"
-    )
-    broker = DevBroker(settings, probe=broker_answers, env=os.environ)
-    broker.up()
-    try:
-        yield broker
-    finally:
-        broker.down(purge=True)
 
 
 def _metric(port: int, name: str) -> float | None:
@@ -88,7 +61,7 @@ async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
     bootstrap = own_broker.settings.bootstrap
     prefix = unique_prefix("outage")
     topics = await apply_topic_set(bootstrap, prefix, partitions=PARTITIONS)
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     fleet = ActorFleet(
         bootstrap, prefix, extra=("--model", "demo"), log_dir=tmp_path / "actors"
     )

@@ -11,10 +11,6 @@ every input.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-from collections.abc import Iterator
-from pathlib import Path
 from uuid import UUID, uuid4
 
 import pytest
@@ -36,41 +32,16 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     unique_prefix,
 )
 
-from turnstream.devbroker import BrokerSettings, DevBroker
+from turnstream.devbroker import DevBroker
 from turnstream.errors import CommandNotConfirmedError
 from turnstream.events import TurnDone, TurnStarted
 from turnstream.ids import CommandId, LoopId
-from turnstream.kafka import broker_answers
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.writer import WriterSettings
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.models import DemoModel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture
-def own_broker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[DevBroker]:
-    """A private broker on free ports (``kafka_bootstrap`` only gates the lane)."""
-    env = {
-        "TURNSTREAM_BROKER_PORT": str(_free_port()),
-        "TURNSTREAM_CONTROLLER_PORT": str(_free_port()),
-    }
-    settings = BrokerSettings.for_project(
-        PROJECT_DIR, env, state_dir=tmp_path / "kafka"
-    )
-    broker = DevBroker(settings, probe=broker_answers, env=os.environ)
-    broker.up()
-    try:
-        yield broker
-    finally:
-        broker.down(purge=True)
 
 
 @pytest.fixture
