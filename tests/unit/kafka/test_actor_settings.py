@@ -111,3 +111,27 @@ def test_actor_module_alias_rejects_an_unknown_flag() -> None:
     assert done.returncode == 2
     assert "No such option" in done.stderr
     assert "--no-such-flag" in done.stderr
+
+
+def test_actor_settings_group_timings_and_membership() -> None:
+    """Defaults, flags and the checks of the group settings."""
+    default = parse_settings({})
+    assert (
+        default.session_timeout_ms,
+        default.heartbeat_interval_ms,
+        default.rebalance_timeout_ms,
+        default.drain_timeout,
+        default.instance_id,
+    ) == (8000, 1000, 10_000, 30.0, "auto")
+    env = {"TURNSTREAM_DRAIN_TIMEOUT": "5", "TURNSTREAM_INSTANCE_ID": "pod-1"}
+    flags = {"heartbeat_interval_ms": "2000", "rebalance_timeout_ms": "4000"}
+    tuned = parse_settings(env, flags)
+    assert (tuned.heartbeat_interval_ms, tuned.rebalance_timeout_ms) == (2000, 4000)
+    assert (tuned.drain_timeout, tuned.instance_id) == (5.0, "pod-1")
+    for bad in (
+        {"heartbeat_interval_ms": "4000"},  # more than a third of the session
+        {"rebalance_timeout_ms": "10"},
+        {"drain_timeout": "-1"},
+    ):
+        with pytest.raises(ConfigError):
+            parse_settings({}, bad)

@@ -24,9 +24,11 @@ from turnstream.events import (
     InputCancelled,
     LoopIdle,
     LoopStarted,
+    RejectReason,
     StepDone,
     TurnDone,
     TurnInterrupted,
+    TurnRejected,
     TurnStarted,
 )
 from turnstream.ids import LoopId
@@ -257,4 +259,49 @@ async def test_journal_handover_commits_only_the_end_of_running_turns() -> None:
         "TurnStarted",
         "StepDone",
         "TurnInterrupted",
+    ]
+
+
+async def test_journal_drain_lets_running_turns_finish_but_starts_nothing() -> None:
+    """While draining: a running turn's steps and terminal and LoopIdle commit; a
+    new turn, a new loop, a rejection and a cancellation are refused (their inputs
+    stay unanswered for the next owner)."""
+    writer = FakeWriter()
+    journal, _ = journal_with(writer)
+    loop_id = LoopId(uuid4())
+    turn_id, (started, step, done) = turn(loop_id, 1, uuid4())
+    await journal.append(loop_id, [started])
+    journal.close_for_drain()
+    await journal.append(loop_id, [step])
+    await journal.append(loop_id, [done])
+    await journal.append(loop_id, [LoopIdle(header=header(loop_id))])
+    _, (next_turn, _, _) = turn(loop_id, 2, uuid4())
+    refused: list[list[EnduringEvent]] = [
+        [next_turn],
+        [LoopStarted(header=header(loop_id), model="demo")],
+        [
+            TurnRejected(
+                header=header(loop_id, cause=Cause(command_id=uuid4())),
+                reason=RejectReason.SHUTTING_DOWN,
+            )
+        ],
+        [
+            InputCancelled(
+                header=header(
+                    loop_id, turn_id=turn_id, cause=Cause(command_id=uuid4())
+                ),
+                reason=CancelReason.TURN_FAILED,
+                message=UserMessage(blocks=(TextBlock(text="queued"),)),
+                turn_index=1,
+            )
+        ],
+    ]
+    for events in refused:
+        with pytest.raises(PartitionClosedError):
+            await journal.append(loop_id, events)
+    assert [names[0] for names, _ in writer.calls] == [
+        "TurnStarted",
+        "StepDone",
+        "TurnDone",
+        "LoopIdle",
     ]
