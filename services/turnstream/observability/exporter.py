@@ -209,6 +209,11 @@ class MetricsSource(Protocol):
         ...
 
     @property
+    def rejoins(self) -> int:
+        """Commands consumers restarted because a group join hung."""
+        ...
+
+    @property
     def bridged(self) -> int:
         """Commands read while the group rebalanced."""
         ...
@@ -352,6 +357,11 @@ class ServiceCollector(Collector):
             "partitions_moved",
             "Partitions a rebalance moved to another process.",
             s.partitions_moved,
+        )
+        yield _counter(
+            "group_rejoins",
+            "Commands consumers restarted because a group join hung.",
+            s.rejoins,
         )
         yield _counter(
             "bridged_commands",

@@ -57,6 +57,7 @@ def populated() -> ServiceMetrics:
     m.partitions_moved = 35
     m.bridged = 36
     m.drain_interrupted = 37
+    m.rejoins = 38
     return m
 
 
@@ -135,6 +136,7 @@ def test_every_exported_metric_renders_its_value() -> None:
         ("turnstream_partitions_moved_total", ()): 35.0,
         ("turnstream_bridged_commands_total", ()): 36.0,
         ("turnstream_drain_interrupted_total", ()): 37.0,
+        ("turnstream_group_rejoins_total", ()): 38.0,
     }
     assert samples.keys() == expected.keys()
     for key, value in expected.items():

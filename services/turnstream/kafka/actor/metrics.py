@@ -159,6 +159,7 @@ class ServiceMetrics:
         partitions_kept: partitions assigned again to this process by a
             rebalance, carried on without a restore.
         partitions_moved: partitions a rebalance moved to another process.
+        rejoins: commands consumers restarted because a group join hung.
         bridged: commands read while the group rebalanced (by the group-less
             reader that keeps running turns reachable).
         drain_interrupted: turns still running when a planned stop's drain
@@ -200,6 +201,7 @@ class ServiceMetrics:
     partitions_kept: int = 0
     partitions_moved: int = 0
     bridged: int = 0
+    rejoins: int = 0
     drain_interrupted: int = 0
 
     def committed(self, events: Iterable[EnduringEvent]) -> None:

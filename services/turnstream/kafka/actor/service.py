@@ -200,6 +200,7 @@ class LoopActorService:
         self._opening: dict[int, asyncio.Task[None]] = {}
         self._wanted: set[int] = set()
         self._bridge: Any = None
+        self._waiting_since: float | None = None
         self._draining = False
         self._drain_deadline: float | None = None
         self._bridge_generation = -1
@@ -333,6 +334,7 @@ class LoopActorService:
                 [self.settings.topics.commands], listener=_Listener(self)
             )
             self._consumer = consumer
+            self._waiting_since = asyncio.get_running_loop().time()
             if waiting:
                 _log.info("commands consumer started")
             return True
@@ -417,6 +419,9 @@ class LoopActorService:
         poll_ms = self.settings.poll_timeout_ms
         bound = poll_ms / 1000 + self._clients.connection.request_timeout
         while not self._done():
+            if await self._join_stuck():
+                consumer = self._consumer
+                continue
             if not self._assignment_done.is_set() and self._runners:
                 # The group is rebalancing: the group consumer returns nothing
                 # until it is done, but the turns it left running must still get
@@ -463,6 +468,34 @@ class LoopActorService:
                         await self._assignment_done.wait()
             if self._assignment_done.is_set():
                 await self._dispatch(batch, generation)
+
+    async def _join_stuck(self) -> bool:
+        """Restart the consumer if a join has hung; ``True`` if it did.
+
+        Seen under churn with static membership: a member's join never
+        completed, so its partitions stayed unowned. Far past every group
+        timeout, a fresh consumer (same instance id) joins again; whatever
+        this process held is rebuilt on the assignment (a new member id).
+        """
+        since = self._waiting_since
+        if since is None or self._stop.is_set() or self._consumer is None:
+            return False
+        settings = self.settings
+        limit = max(3 * settings.rebalance_timeout_ms, 2 * settings.session_timeout_ms)
+        waited = asyncio.get_running_loop().time() - since
+        if waited < limit / 1000:
+            return False
+        _log.warning(
+            "group join has not completed; restarting the commands consumer",
+            extra={"waited_s": round(waited, 1)},
+        )
+        self.metrics.rejoins += 1
+        old, self._consumer = self._consumer, None
+        self._generation += 1  # whatever it fetched is stale
+        await stop_client(old, seconds=settings.stop_timeout)
+        self._waiting_since = None
+        await self._join()
+        return True
 
     async def _bridge_once(self) -> None:
         """Read the kept runners' partitions without the group, one fetch.
@@ -547,6 +580,7 @@ class LoopActorService:
         # the assignment that follows says what actually moved.
         self._generation += 1
         self._assignment_done.clear()
+        self._waiting_since = asyncio.get_running_loop().time()
         self.metrics.ready = False
         self.metrics.rebalances += 1
 
@@ -558,6 +592,7 @@ class LoopActorService:
             self._fatal = exc
         finally:
             self._assignment_done.set()
+            self._waiting_since = None
 
     async def _reconcile(self, assigned: set[TopicPartition]) -> None:
         """Keep what stayed, hand over what moved, start opening what is new.
