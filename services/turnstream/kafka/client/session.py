@@ -40,7 +40,12 @@ from typing import Any, Self
 from uuid import UUID
 
 from aiokafka import TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    KafkaError,
+    OutOfOrderSequenceNumber,
+    UnknownProducerId,
+)
 from aiokafka.partitioner import DefaultPartitioner
 
 from turnstream.commands import AnyCommand, Interrupt, RespondGate, Retract, Shutdown
@@ -83,6 +88,9 @@ from turnstream.runtime.subscription import (
     Subscription,
 )
 from turnstream.wire import Codec, default_codec
+
+_BROKEN_PRODUCER = (OutOfOrderSequenceNumber, UnknownProducerId, InvalidProducerEpoch)
+"""Producer errors no retry recovers from: the producer itself must be replaced."""
 
 __all__ = ["Content", "KafkaSession"]
 
@@ -131,6 +139,7 @@ class KafkaSession:
         self._ids = ids
         self._capacity = capacity
         self._producer: Any = None
+        self._producer_broken = False
         self._readers: list[Any] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._subscriptions: list[Subscription] = []
@@ -210,6 +219,24 @@ class KafkaSession:
             await session.close()
             raise
         return session
+
+    async def _renew_producer(self) -> None:
+        """Replace a producer whose sequence state broke (see :meth:`send`).
+
+        A start that fails (the broker is not back yet) leaves the old one in
+        place; the next send tries again.
+        """
+        seconds = self._clients.connection.connect_timeout
+        producer = self._clients.idempotent_producer("session")
+        try:
+            await start_client(producer, seconds=seconds, operation="start producer")
+        except TransportError:
+            return  # the broker is not back yet: the next send tries again
+        old, self._producer = self._producer, producer
+        self._producer_broken = False
+        if old is not None:
+            await stop_client(old, seconds=seconds)
+        _log.info("commands producer renewed after a sequence error")
 
     async def _start(self, counts: dict[str, int]) -> None:
         seconds = self._clients.connection.connect_timeout
@@ -399,6 +426,8 @@ class KafkaSession:
         """
         if self._closed or self._producer is None:
             raise SessionError("session_closing")
+        if self._producer_broken:
+            await self._renew_producer()
         value = self._codec.marshal_command(command)
         try:
             async with asyncio.timeout(self._clients.connection.request_timeout):
@@ -418,6 +447,12 @@ class KafkaSession:
             )
             if denied is not None:  # refused, not lost: it never arrives
                 raise denied from exc
+            if isinstance(exc, _BROKEN_PRODUCER):
+                # The idempotent producer's sequence state no longer matches
+                # the broker's (seen after a broker restart): it would refuse
+                # every later send. A fresh producer (new producer id) sends
+                # the next attempt; a retry by command id is applied once.
+                self._producer_broken = True
             reason = transport_error("send command", exc).reason
             raise CommandNotConfirmedError(
                 command.command_id, command.loop_id, reason
