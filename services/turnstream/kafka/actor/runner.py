@@ -462,6 +462,10 @@ class PartitionRunner:
         if self._journal is not None:
             self._journal.close_for_drain()
 
+    async def release(self) -> None:
+        """Give the partition up: hand it over, or abandon it if the writer broke."""
+        await (self.abandon() if self.broken else self.handover())
+
     async def handover(self) -> None:
         """Stop for another owner: end turns durably, keep queued input for it."""
         if self._closing:

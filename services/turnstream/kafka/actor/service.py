@@ -710,8 +710,7 @@ class LoopActorService:
 
     def _leave(self, runner: PartitionRunner) -> None:
         """Hand a partition that moved away over, in the background."""
-        stop = runner.abandon() if runner.broken else runner.handover()
-        task = self._spawn(stop, f"handover-{runner.partition}")
+        task = self._spawn(runner.release(), f"handover-{runner.partition}")
         self._leaving.add(task)
         task.add_done_callback(self._leaving.discard)
 
@@ -802,11 +801,8 @@ class LoopActorService:
         if runners:
             async with asyncio.TaskGroup() as group:
                 for runner in runners:
-                    stop = runner.abandon() if runner.broken else runner.handover()
-                    group.create_task(stop)
-        self.metrics.partitions = set(self._runners)
-        for partition in partitions:
-            self.metrics.consumer_lag.pop(partition, None)
+                    group.create_task(runner.release())
+        self._update_partitions()
 
     async def _apply_resets(self) -> None:
         """Rebuild failed partitions from Kafka (consumer-loop task only)."""
