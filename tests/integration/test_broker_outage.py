@@ -80,7 +80,7 @@ async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
             fleet.note_exits()
             assert fleet.self_exits == []
             owned = sorted(p for a in actors for p in a.partitions or ())
-            assert owned == list(range(PARTITIONS)), owned
+            assert owned == list(range(PARTITIONS)), (owned, fleet.tails())
 
         await assert_eventually(both_ready, timeout=90, message="actors not ready")
 

@@ -99,6 +99,12 @@ class ActorFleet:
         self.actors.append(actor)
         return actor
 
+    def tails(self, lines: int = 8) -> str:
+        """The last log lines of every actor (for an assertion's message)."""
+        return "\n".join(
+            f"{a.name}: " + " | ".join(a.lines[-lines:]) for a in self.actors
+        )
+
     @property
     def alive(self) -> list[ActorProcess]:
         return [a for a in self.actors if a.alive]

@@ -130,10 +130,12 @@ def service_for(
     txn_prefix: str = "it",
     metrics: ServiceMetrics | None = None,
     writer: WriterSettings | None = None,
+    instance_id: str | None = None,
 ) -> LoopActorService:
     """An in-process loop-actor service with short timeouts."""
     settings = ServiceSettings(
         group_id=group_id,
+        group_instance_id=instance_id,
         topics=topics,
         txn_prefix=txn_prefix,
         session_timeout_ms=6000,
