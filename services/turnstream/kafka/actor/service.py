@@ -786,6 +786,14 @@ class LoopActorService:
             # with the missing permission (reported once, by the writer).
             self._fatal = runner.writer.denial
         state = runner.writer.state
+        if self._runners.get(runner.partition) is not runner:
+            # Already handed over (the partition moved, or is being rebuilt):
+            # the new owner fencing its last commits is the handover itself.
+            _log.info(
+                "fenced after the partition moved",
+                extra={"partition": runner.partition, "state": state.value},
+            )
+            return
         _log.error(
             "partition writer broken",
             extra={"partition": runner.partition, "state": state.value},
