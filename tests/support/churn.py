@@ -170,9 +170,14 @@ async def run_churn(
             )
             for _ in range(loops)
         ]
-        end = time.monotonic() + duration
+        # Kills keep to a fixed schedule: a slow kill or spawn on a loaded
+        # machine must not thin the churn out.
+        start = time.monotonic()
+        end = start + duration
+        next_kill = start
         while time.monotonic() < end:
-            await asyncio.sleep(kill_every)
+            next_kill += kill_every
+            await asyncio.sleep(max(next_kill - time.monotonic(), 0))
             fleet.note_exits()
             candidates = fleet.alive
             if not candidates:
