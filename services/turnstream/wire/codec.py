@@ -56,6 +56,7 @@ from turnstream.state import LoopState
 from turnstream.validation import validate_event
 from turnstream.wire import from_record, to_record
 from turnstream.wire._compiled import Writer, compile_schema
+from turnstream.wire._event_writer import EventWriter, compile_event_writers
 from turnstream.wire.errors import (
     EncodeError,
     InvalidRecordError,
@@ -115,6 +116,9 @@ class Codec:
         self.max_payload_bytes = max_payload_bytes
         # One compiled writer per writer schema, built on first use.
         self._writers: dict[bytes, Writer] = {}
+        # The fast path: one generated writer per event class, per topic,
+        # built on first use (see _event_writer).
+        self._event_writers: dict[Topic, dict[type, EventWriter]] = {}
 
     # ----------------------------------------------------------------- events
 
@@ -133,7 +137,7 @@ class Codec:
         if not _is_enduring(event):
             raise UnknownEventTypeError(type(event).__name__)
         validate_event(event)
-        return self._write(Topic.EVENTS, "event", event)
+        return self._write_event(Topic.EVENTS, "event", event)
 
     def unmarshal_event(self, data: bytes) -> EnduringEvent:
         """Decode and validate one journal record.
@@ -161,7 +165,7 @@ class Codec:
             raise NotEphemeralError(event.type_name)
         if not _is_ephemeral(event):
             raise UnknownEventTypeError(type(event).__name__)
-        return self._write(Topic.DELTAS, "ephemeral event", event)
+        return self._write_event(Topic.DELTAS, "ephemeral event", event)
 
     def unmarshal_ephemeral(self, data: bytes) -> EphemeralEvent:
         """Decode one deltas record (no event-id validation).
@@ -231,6 +235,27 @@ class Codec:
         ]
 
     # ------------------------------------------------------------- internals
+
+    def _write_event(self, topic: Topic, what: str, event: AnyEvent) -> bytes:
+        writers = self._event_writers.get(topic)
+        if writers is None:
+            schema = self.schemas.writer_schema(topic)
+            writers = self._event_writers[topic] = compile_event_writers(
+                schema.parsed, frame(schema.fingerprint, b"")
+            )
+        writer = writers.get(type(event))
+        if writer is not None:
+            try:
+                data = writer(event)
+            except Exception:  # noqa: BLE001, S110 - the generic path decides
+                # The fast writer raises on anything it does not expect; the
+                # generic path below writes the same bytes or names the error.
+                pass
+            else:
+                if len(data) > self.max_payload_bytes:
+                    raise RecordTooLargeError(what, len(data), self.max_payload_bytes)
+                return data
+        return self._write(topic, what, event)
 
     def _write(
         self, topic: Topic, what: str, value: AnyEvent | AnyCommand | LoopState
