@@ -56,6 +56,7 @@ from turnstream.state import LoopState
 from turnstream.validation import validate_event
 from turnstream.wire import from_record, to_record
 from turnstream.wire._compiled import Writer, compile_schema
+from turnstream.wire._event_reader import EventReader, compile_event_reader
 from turnstream.wire._event_writer import EventWriter, compile_event_writers
 from turnstream.wire.errors import (
     EncodeError,
@@ -119,6 +120,9 @@ class Codec:
         # The fast path: one generated writer per event class, per topic,
         # built on first use (see _event_writer).
         self._event_writers: dict[Topic, dict[type, EventWriter]] = {}
+        # The fast decode path: per topic, the frame prefix of its current
+        # schema and a generated reader of such frames (see _event_reader).
+        self._event_readers: dict[Topic, tuple[bytes, EventReader | None]] = {}
 
     # ----------------------------------------------------------------- events
 
@@ -146,7 +150,12 @@ class Codec:
             DecodeError: for any input that is not a valid enduring event
                 (subclasses name the cause; see :mod:`turnstream.wire.errors`).
         """
-        event = self._read(Topic.EVENTS, "event", data, _read_enduring)
+        fast = self._read_fast(Topic.EVENTS, data, _ENDURING_NAMES)
+        event = (
+            fast
+            if _is_enduring(fast)
+            else self._read(Topic.EVENTS, "event", data, _read_enduring)
+        )
         try:
             validate_event(event)
         except InvalidEventError as exc:
@@ -173,6 +182,9 @@ class Codec:
         Raises:
             DecodeError: for any input that is not a valid ephemeral event.
         """
+        fast = self._read_fast(Topic.DELTAS, data, _EPHEMERAL_NAMES)
+        if _is_ephemeral(fast):
+            return fast
         return self._read(Topic.DELTAS, "ephemeral event", data, _read_ephemeral)
 
     # ------------------------------------------------------ commands, state
@@ -280,6 +292,34 @@ class Codec:
         if len(data) > self.max_payload_bytes:
             raise RecordTooLargeError(what, len(data), self.max_payload_bytes)
         return data
+
+    def _read_fast(
+        self, topic: Topic, data: bytes, allowed: frozenset[str]
+    ) -> EventBase | None:
+        """The event on the fast path, or None: then the generic path decides.
+
+        Only frames of the topic's current schema within the size limit are
+        tried; every failure of the fast reader (malformed input included)
+        falls through, so errors are raised by the generic path alone.
+        """
+        entry = self._event_readers.get(topic)
+        if entry is None:
+            schema = self.schemas.writer_schema(topic)
+            entry = self._event_readers[topic] = (
+                frame(schema.fingerprint, b""),
+                compile_event_reader(schema.parsed, HEADER_SIZE, allowed),
+            )
+        prefix, reader = entry
+        if (
+            reader is None
+            or len(data) > self.max_payload_bytes
+            or data[:HEADER_SIZE] != prefix
+        ):
+            return None
+        try:
+            return reader(data)
+        except Exception:  # noqa: BLE001 - the generic path decides
+            return None
 
     def _read(
         self,
