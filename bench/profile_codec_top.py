@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from codec_bench import events as codec_events
+from turnstream.events import EventBase
 from turnstream.wire import Codec, SchemaSet
 
 
@@ -39,6 +40,20 @@ def _top(fn: Callable[[], object], number: int, top: int) -> str:
     return "\n".join(lines[start : start + top + 1])
 
 
+def _calls(codec: Codec, event: EventBase) -> dict[str, Callable[[], object]]:
+    if event.is_enduring():
+        framed = codec.marshal_event(event)
+        return {
+            "encode": lambda: codec.marshal_event(event),
+            "decode": lambda: codec.unmarshal_event(framed),
+        }
+    framed = codec.marshal_ephemeral(event)
+    return {
+        "encode": lambda: codec.marshal_ephemeral(event),
+        "decode": lambda: codec.unmarshal_ephemeral(framed),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=2000)
@@ -46,14 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     codec = Codec(SchemaSet.load())
     for name, event in codec_events().items():
-        enduring = event.is_enduring()
-        encode = codec.marshal_event if enduring else codec.marshal_ephemeral
-        decode = codec.unmarshal_event if enduring else codec.unmarshal_ephemeral
-        framed = encode(event)  # type: ignore[arg-type]
-        for op, fn in (
-            ("encode", lambda: encode(event)),  # type: ignore[arg-type]
-            ("decode", lambda: decode(framed)),
-        ):
+        for op, fn in _calls(codec, event).items():
             print(f"== {name} {op} ({args.number} calls)")
             print(_top(fn, args.number, args.top))
     return 0

@@ -52,11 +52,11 @@ __all__ = [
 ]
 
 
-class Unsupported(Exception):  # noqa: N818 - a generation-time signal, not a failure
+class Unsupported(Exception):
     """A schema/model pair the generator does not cover (the generic path does)."""
 
 
-class Miss(Exception):  # noqa: N818 - a control-flow signal, not a failure
+class Miss(Exception):
     """The fast path declines this value; the generic path handles it."""
 
 
@@ -224,4 +224,3 @@ class Source:
         code = compile(self.text(), f"<turnstream.wire generated: {label}>", "exec")
         exec(code, namespace)  # noqa: S102 - source generated here from the schema
         return namespace
-

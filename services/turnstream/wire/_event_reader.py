@@ -284,7 +284,9 @@ class _ReaderSource(Source):
         elif isinstance(schema, dict) and schema.get("logicalType") == "uuid":
             self._require(leaves, UUID)
             self._uuid(depth, v, optional=False)
-        elif isinstance(schema, dict) and schema.get("logicalType") == "timestamp-micros":
+        elif (
+            isinstance(schema, dict) and schema.get("logicalType") == "timestamp-micros"
+        ):
             self._require(leaves, datetime)
             self._long(depth, v)
             # Exactly fastavro's conversion: the epoch plus a timedelta.
@@ -295,7 +297,13 @@ class _ReaderSource(Source):
             self._enum(depth, schema, v, leaves)
         elif kind == "array":
             self._array(depth, schema, v, leaves)
-        elif kind in ("long", "int"):
+        else:
+            self._primitive(depth, kind, v, leaves)
+
+    def _primitive(
+        self, depth: int, kind: str | None, v: str, leaves: list[Any]
+    ) -> None:
+        if kind in ("long", "int"):
             self._require(leaves, int)
             self._long(depth, v)
         elif kind == "boolean":
@@ -315,7 +323,7 @@ class _ReaderSource(Source):
             self._require(leaves, type(None))
             self.line(depth, f"{v} = None")
         else:
-            raise Unsupported(str(schema))
+            raise Unsupported(str(kind))
 
     @staticmethod
     def _require(leaves: list[Any], python_type: type) -> None:
@@ -331,11 +339,14 @@ class _ReaderSource(Source):
     def _enum(self, depth: int, schema: Any, v: str, leaves: list[Any]) -> None:
         symbols: list[str] = schema["symbols"]
         classes = [
-            leaf for leaf in leaves if isinstance(leaf, type) and issubclass(leaf, enum.Enum)
+            leaf
+            for leaf in leaves
+            if isinstance(leaf, type) and issubclass(leaf, enum.Enum)
         ]
+        table: dict[int, object]
         if classes:
             (cls,) = classes  # one enum per field in this model set
-            members = {m.value: m for m in cls}
+            members: dict[object, object] = {m.value: m for m in cls}
             table = {
                 zigzag_bytes(i)[0]: members[s]
                 for i, s in enumerate(symbols)
@@ -353,7 +364,9 @@ class _ReaderSource(Source):
         self.line(depth, f"{v} = {self.const(table, 'ENUM')}[data[p]]")
         self.line(depth, "p += 1")
 
-    def _union(self, depth: int, branches: list[Any], v: str, leaves: list[Any]) -> None:
+    def _union(
+        self, depth: int, branches: list[Any], v: str, leaves: list[Any]
+    ) -> None:
         branches = [self._resolve(b) for b in branches]
         k = self.temp("k")
         first = True
@@ -443,7 +456,9 @@ class _ReaderSource(Source):
                 raise Unsupported(f"{cls.__name__}.{name}")
             v = self.temp("f")
             self.value(depth, field["type"], v, _leaves(info.annotation))
-            self._bounds(depth, v, info, optional=_nullable(self._resolve(field["type"])))
+            self._bounds(
+                depth, v, info, optional=_nullable(self._resolve(field["type"]))
+            )
             locals_[name] = v
         items = []
         for name, info in fields.items():
@@ -460,7 +475,9 @@ class _ReaderSource(Source):
             self._header_cache_lookup(depth, locals_["event_id"])
         # As the generic path sets them: the fields it passes, i.e. those
         # read from the body and the given ones.
-        fields_set = "{" + ", ".join(repr(n) for n in locals_) + "}" if locals_ else "set()"
+        fields_set = (
+            "{" + ", ".join(repr(n) for n in locals_) + "}" if locals_ else "set()"
+        )
         o = self.temp("o")
         c = self.const(cls, "C")
         self.line(depth, f"{o} = {self.new}({c})")
@@ -473,7 +490,10 @@ class _ReaderSource(Source):
         if cls is Header:
             event_id = locals_["event_id"]
             self.line(depth, f"if {event_id} is None:")
-            self.line(depth + 1, f"{self.const(cache_header, 'cache_header')}(data[start:p], {o})")
+            self.line(
+                depth + 1,
+                f"{self.const(cache_header, 'cache_header')}(data[start:p], {o})",
+            )
         return o
 
     def _bounds(self, depth: int, v: str, info: FieldInfo, *, optional: bool) -> None:
@@ -507,7 +527,9 @@ class _ReaderSource(Source):
         # header's bytes, known only then.
         cached = self.temp("h")
         self.line(depth, f"if {event_id} is None:")
-        self.line(depth + 1, f"{cached} = {self.const(_headers, 'HC')}.get(data[start:p])")
+        self.line(
+            depth + 1, f"{cached} = {self.const(_headers, 'HC')}.get(data[start:p])"
+        )
         self.line(depth + 1, f"if {cached} is not None:")
         self.line(depth + 2, f"return {cached}, p")
 
@@ -547,8 +569,8 @@ def compile_event_reader(
     )
     src = _ReaderSource(named)
     table: dict[int, str] = {}
-    for index, branch in enumerate(payload):
-        branch = named.get(branch, branch) if isinstance(branch, str) else branch
+    for index, entry in enumerate(payload):
+        branch = named.get(entry, entry) if isinstance(entry, str) else entry
         name = short_name(branch["name"])
         code = zigzag_bytes(index)
         if name not in allowed or len(code) != 1:

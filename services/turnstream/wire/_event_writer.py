@@ -234,7 +234,11 @@ class _WriterSource(Source):
             self.line(depth, f"if {v} is None:")
             self.line(depth + 1, f"out += {zigzag_bytes(null)!r}")
             self.line(depth, "else:")
-            if isinstance(other, dict) and other.get("logicalType") == "uuid" and null == 0:
+            if (
+                isinstance(other, dict)
+                and other.get("logicalType") == "uuid"
+                and null == 0
+            ):
                 # The branch index is folded into the cached text.
                 self._uuid(depth + 1, v, branch=True)
                 return
@@ -294,8 +298,8 @@ def compile_event_writers(
     if isinstance(header_schema, str):
         header_schema = named[header_schema]
     writers: dict[type[BaseModel], EventWriter] = {}
-    for index, branch in enumerate(payload):
-        branch = named.get(branch, branch) if isinstance(branch, str) else branch
+    for index, entry in enumerate(payload):
+        branch = named.get(entry, entry) if isinstance(entry, str) else entry
         try:
             cls = model_class(branch["name"])
             src = _WriterSource(named)

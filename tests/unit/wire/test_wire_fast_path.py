@@ -152,7 +152,8 @@ FUZZ = settings(
     derandomize=True,
 )
 GOLDEN_FRAMES = [
-    (_topic(BUILDERS[n]()), encode(CODEC, BUILDERS[n]())) for n in EVENT_GOLDEN  # type: ignore[arg-type]
+    (_topic(BUILDERS[n]()), encode(CODEC, BUILDERS[n]()))
+    for n in EVENT_GOLDEN  # type: ignore[arg-type]
 ]
 
 
@@ -249,7 +250,7 @@ def _delta(**header: object) -> TokenDelta:
 @pytest.mark.parametrize(
     ("event", "error"),
     [
-        (_delta(created_at=datetime(2026, 1, 1)), EncodeError),  # naive  # noqa: DTZ001
+        (_delta(created_at=datetime(2026, 1, 1)), EncodeError),  # naive
         (
             BUILDERS["TokenDelta"]().model_copy(update={"turn_index": 1 << 64}),  # type: ignore[union-attr]
             EncodeError,
