@@ -93,6 +93,18 @@ def read_long(data: bytes, p: int) -> tuple[int, int]:
     return (z >> 1) ^ -(z & 1), p
 
 
+def read_span(data: bytes, p: int) -> tuple[int, int]:
+    """Where the string or bytes whose length starts at ``data[p]`` starts and ends.
+
+    Raises:
+        Miss: a negative length (the end is checked by the caller).
+    """
+    n, p = read_long(data, p)
+    if n < 0:
+        raise Miss
+    return p, p + n
+
+
 def uuid_at(data: bytes, p: int, optional: bool) -> tuple[UUID | None, int]:
     """The (optional) UUID encoded at ``data[p]``, parsed, and the position after.
 
@@ -209,6 +221,7 @@ class _ReaderSource(Source):
         self._records: dict[str, str] = {}
         self._pending: list[tuple[str, Any]] = []
         self.rlong = self.const(read_long, "rlong")
+        self.span = self.const(read_span, "span")
         self.uuids = self.const(_uuids, "UU")
         self.uuid_at = self.const(uuid_at, "uuid_at")
         self.epoch = self.const(_EPOCH, "EPOCH")
@@ -247,13 +260,18 @@ class _ReaderSource(Source):
         self.line(depth, f"if {n} < 0:")
         self.line(depth + 1, f"raise {self.miss}")
 
-    def _raw(self, depth: int, v: str) -> None:
-        n = self.temp("n")
-        self._length(depth, n)
-        self.line(depth, f"{v} = data[p:p + {n}]")
-        self.line(depth, f"if len({v}) != {n}:")
+    def _raw(self, depth: int, v: str, *, decode: bool) -> None:
+        # A one-byte length (under 64 bytes) inline; ``L`` is len(data).
+        n, start = self.temp("n"), self.temp("s")
+        self.line(depth, f"{n} = data[p]")
+        self.line(depth, f"if {n} < 128 and not {n} & 1:")
+        self.line(depth + 1, f"{start} = p + 1")
+        self.line(depth + 1, f"p = {start} + ({n} >> 1)")
+        self.line(depth, "else:")
+        self.line(depth + 1, f"{start}, p = {self.span}(data, p)")
+        self.line(depth, "if p > L:")
         self.line(depth + 1, f"raise {self.miss}")
-        self.line(depth, f"p += {n}")
+        self.line(depth, f"{v} = data[{start}:p]" + (".decode()" if decode else ""))
 
     def _uuid(self, depth: int, v: str, *, optional: bool) -> None:
         # The cache is keyed by the value's whole encoding (branch byte,
@@ -312,13 +330,11 @@ class _ReaderSource(Source):
             self.line(depth, "p += 1")
         elif kind == "string":
             self._require(leaves, str)
-            raw = self.temp("r")
-            self._raw(depth, raw)
-            self.line(depth, f"{v} = {raw}.decode()")
+            self._raw(depth, v, decode=True)
             self._literal(depth, v, leaves)
         elif kind == "bytes":
             self._require(leaves, bytes)
-            self._raw(depth, v)
+            self._raw(depth, v, decode=False)
         elif kind == "null":
             self._require(leaves, type(None))
             self.line(depth, f"{v} = None")
@@ -417,7 +433,7 @@ class _ReaderSource(Source):
         self.line(depth, f"while {n}:")
         # Every item takes at least one byte, so a count beyond the bytes left
         # is malformed (and never allocates).
-        self.line(depth + 1, f"if {n} < 0 or {n} > len(data) - p:")
+        self.line(depth + 1, f"if {n} < 0 or {n} > L - p:")
         self.line(depth + 2, f"raise {self.miss}")
         self.line(depth + 1, f"for _ in range({n}):")
         self.value(depth + 2, schema["items"], x, leaves)
@@ -517,6 +533,7 @@ class _ReaderSource(Source):
             fn, schema = self._pending.pop()
             cls = model_class(schema["name"])
             self.line(0, f"def {fn}(data, p):")
+            self.line(1, "L = len(data)")
             if cls is Header:
                 self.line(1, "start = p")
             o = self.record_body(1, schema, cls, {})
@@ -608,6 +625,7 @@ def compile_event_reader(
 def _payload_reader(src: _ReaderSource, branch: Any, name: str) -> None:
     cls = model_class(branch["name"])
     src.line(0, f"def read_{name}(data, p, h):")
+    src.line(1, "L = len(data)")
     o = src.record_body(1, branch, cls, {"header": "h"})
     src.line(1, f"return {o}, p")
     src.flush_records()
