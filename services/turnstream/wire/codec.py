@@ -96,6 +96,9 @@ _EPHEMERAL_CLASSES: Final = frozenset(EPHEMERAL_EVENT_TYPES)
 _ENDURING_NAMES: Final = frozenset(t.__name__ for t in ENDURING_EVENT_TYPES)
 _EPHEMERAL_NAMES: Final = frozenset(t.__name__ for t in EPHEMERAL_EVENT_TYPES)
 
+_FAST_NAMES: Final = {Topic.EVENTS: _ENDURING_NAMES, Topic.DELTAS: _EPHEMERAL_NAMES}
+"""The event types each event topic may carry (the fast reader's payloads)."""
+
 _T = TypeVar("_T")
 
 
@@ -150,7 +153,7 @@ class Codec:
             DecodeError: for any input that is not a valid enduring event
                 (subclasses name the cause; see :mod:`turnstream.wire.errors`).
         """
-        fast = self._read_fast(Topic.EVENTS, data, _ENDURING_NAMES)
+        fast = self._read_fast(Topic.EVENTS, data)
         event = (
             fast
             if _is_enduring(fast)
@@ -182,7 +185,7 @@ class Codec:
         Raises:
             DecodeError: for any input that is not a valid ephemeral event.
         """
-        fast = self._read_fast(Topic.DELTAS, data, _EPHEMERAL_NAMES)
+        fast = self._read_fast(Topic.DELTAS, data)
         if _is_ephemeral(fast):
             return fast
         return self._read(Topic.DELTAS, "ephemeral event", data, _read_ephemeral)
@@ -293,9 +296,7 @@ class Codec:
             raise RecordTooLargeError(what, len(data), self.max_payload_bytes)
         return data
 
-    def _read_fast(
-        self, topic: Topic, data: bytes, allowed: frozenset[str]
-    ) -> EventBase | None:
+    def _read_fast(self, topic: Topic, data: bytes) -> EventBase | None:
         """The event on the fast path, or None: then the generic path decides.
 
         Only frames of the topic's current schema within the size limit are
@@ -307,7 +308,7 @@ class Codec:
             schema = self.schemas.writer_schema(topic)
             entry = self._event_readers[topic] = (
                 frame(schema.fingerprint, b""),
-                compile_event_reader(schema.parsed, HEADER_SIZE, allowed),
+                compile_event_reader(schema.parsed, HEADER_SIZE, _FAST_NAMES[topic]),
             )
         prefix, reader = entry
         if (
