@@ -137,7 +137,10 @@ def zigzag_bytes(n: int) -> bytes:
 
 
 SMALL_LIMIT: Final = 4096
-"""Non-negative longs below this are written from :data:`SMALL` (1-2 bytes)."""
+"""Non-negative longs below this are written from :data:`SMALL` (1-2 bytes).
+
+Covers counts, lengths and small numbers; larger ones go through write_long.
+"""
 
 SMALL: Final[tuple[bytes, ...]] = tuple(zigzag_bytes(n) for n in range(SMALL_LIMIT))
 """The varint of every small non-negative long: counts, lengths, indexes."""

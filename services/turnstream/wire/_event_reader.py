@@ -242,8 +242,8 @@ class _ReaderSource(Source):
     # ------------------------------------------------------------ primitives
 
     def _long(self, depth: int, v: str) -> None:
-        # One- and two-byte varints (small values, most lengths) inline; the
-        # rest in a loop.
+        # Varints of up to three bytes (counts, lengths, token counts below
+        # ~1M) inline; the rest in a loop.
         self.line(depth, f"{v} = data[p]")
         self.line(depth, f"if {v} < 128:")
         self.line(depth + 1, f"{v} = ({v} >> 1) ^ -({v} & 1)")
@@ -252,6 +252,13 @@ class _ReaderSource(Source):
         self.line(depth + 1, f"{v} = ({v} & 127) | (data[p + 1] << 7)")
         self.line(depth + 1, f"{v} = ({v} >> 1) ^ -({v} & 1)")
         self.line(depth + 1, "p += 2")
+        self.line(depth, "elif data[p + 2] < 128:")
+        self.line(
+            depth + 1,
+            f"{v} = ({v} & 127) | ((data[p + 1] & 127) << 7) | (data[p + 2] << 14)",
+        )
+        self.line(depth + 1, f"{v} = ({v} >> 1) ^ -({v} & 1)")
+        self.line(depth + 1, "p += 3")
         self.line(depth, "else:")
         self.line(depth + 1, f"{v}, p = {self.rlong}(data, p)")
 
