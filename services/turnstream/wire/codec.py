@@ -56,8 +56,6 @@ from turnstream.state import LoopState
 from turnstream.validation import validate_event
 from turnstream.wire import from_record, to_record
 from turnstream.wire._compiled import Writer, compile_schema
-from turnstream.wire._event_reader import EventReader, compile_event_reader
-from turnstream.wire._event_writer import EventWriter, compile_event_writers
 from turnstream.wire.errors import (
     EncodeError,
     InvalidRecordError,
@@ -66,6 +64,7 @@ from turnstream.wire.errors import (
     UnknownFingerprintError,
     UnknownRecordTypeError,
 )
+from turnstream.wire.fast_path import FastPath
 from turnstream.wire.framing import HEADER_SIZE, frame, read_fingerprint
 from turnstream.wire.schemas import SchemaSet, Topic, TopicSchema
 
@@ -96,8 +95,11 @@ _EPHEMERAL_CLASSES: Final = frozenset(EPHEMERAL_EVENT_TYPES)
 _ENDURING_NAMES: Final = frozenset(t.__name__ for t in ENDURING_EVENT_TYPES)
 _EPHEMERAL_NAMES: Final = frozenset(t.__name__ for t in EPHEMERAL_EVENT_TYPES)
 
-_FAST_NAMES: Final = {Topic.EVENTS: _ENDURING_NAMES, Topic.DELTAS: _EPHEMERAL_NAMES}
-"""The event types each event topic may carry (the fast reader's payloads)."""
+_FAST_CLASSES: Final = {
+    Topic.EVENTS: _ENDURING_CLASSES,
+    Topic.DELTAS: _EPHEMERAL_CLASSES,
+}
+"""The event classes each event topic carries (what its fast path covers)."""
 
 _T = TypeVar("_T")
 
@@ -120,12 +122,9 @@ class Codec:
         self.max_payload_bytes = max_payload_bytes
         # One compiled writer per writer schema, built on first use.
         self._writers: dict[bytes, Writer] = {}
-        # The fast path: one generated writer per event class, per topic,
-        # built on first use (see _event_writer).
-        self._event_writers: dict[Topic, dict[type, EventWriter]] = {}
-        # The fast decode path: per topic, the frame prefix of its current
-        # schema and a generated reader of such frames (see _event_reader).
-        self._event_readers: dict[Topic, tuple[bytes, EventReader | None]] = {}
+        # The generated writers and readers of the two event topics, built on
+        # first use (see fast_path); the generic path covers what they do not.
+        self._fast: dict[Topic, FastPath] = {}
 
     # ----------------------------------------------------------------- events
 
@@ -139,9 +138,9 @@ class Codec:
             EncodeError: a value the schema cannot carry (naive datetime,
                 integer beyond a long, unencodable text, oversize record).
         """
-        if _is_ephemeral(event):
-            raise EphemeralNotPersistableError(event.type_name)
         if not _is_enduring(event):
+            if _is_ephemeral(event):
+                raise EphemeralNotPersistableError(event.type_name)
             raise UnknownEventTypeError(type(event).__name__)
         validate_event(event)
         return self._write_event(Topic.EVENTS, "event", event)
@@ -154,7 +153,7 @@ class Codec:
                 (subclasses name the cause; see :mod:`turnstream.wire.errors`).
         """
         fast = self._read_fast(Topic.EVENTS, data)
-        event = (
+        event: EnduringEvent = (
             fast
             if _is_enduring(fast)
             else self._read(Topic.EVENTS, "event", data, _read_enduring)
@@ -173,9 +172,9 @@ class Codec:
             UnknownEventTypeError: ``event`` is not one of the event classes.
             EncodeError: a value the schema cannot carry.
         """
-        if _is_enduring(event):
-            raise NotEphemeralError(event.type_name)
         if not _is_ephemeral(event):
+            if _is_enduring(event):
+                raise NotEphemeralError(event.type_name)
             raise UnknownEventTypeError(type(event).__name__)
         return self._write_event(Topic.DELTAS, "ephemeral event", event)
 
@@ -251,26 +250,21 @@ class Codec:
 
     # ------------------------------------------------------------- internals
 
-    def _write_event(self, topic: Topic, what: str, event: AnyEvent) -> bytes:
-        writers = self._event_writers.get(topic)
-        if writers is None:
-            schema = self.schemas.writer_schema(topic)
-            writers = self._event_writers[topic] = compile_event_writers(
-                schema.parsed, frame(schema.fingerprint, b"")
+    def _fast_path(self, topic: Topic) -> FastPath:
+        fast = self._fast.get(topic)
+        if fast is None:
+            fast = self._fast[topic] = FastPath(
+                self.schemas.writer_schema(topic), _FAST_CLASSES[topic]
             )
-        writer = writers.get(type(event))
-        if writer is not None:
-            try:
-                data = writer(event)
-            except Exception:  # noqa: BLE001, S110 - the generic path decides
-                # The fast writer raises on anything it does not expect; the
-                # generic path below writes the same bytes or names the error.
-                pass
-            else:
-                if len(data) > self.max_payload_bytes:
-                    raise RecordTooLargeError(what, len(data), self.max_payload_bytes)
-                return data
-        return self._write(topic, what, event)
+        return fast
+
+    def _write_event(self, topic: Topic, what: str, event: AnyEvent) -> bytes:
+        data = self._fast_path(topic).write(event)
+        if data is None:
+            return self._write(topic, what, event)
+        if len(data) > self.max_payload_bytes:
+            raise RecordTooLargeError(what, len(data), self.max_payload_bytes)
+        return data
 
     def _write(
         self, topic: Topic, what: str, value: AnyEvent | AnyCommand | LoopState
@@ -299,28 +293,11 @@ class Codec:
     def _read_fast(self, topic: Topic, data: bytes) -> EventBase | None:
         """The event on the fast path, or None: then the generic path decides.
 
-        Only frames of the topic's current schema within the size limit are
-        tried; every failure of the fast reader (malformed input included)
-        falls through, so errors are raised by the generic path alone.
+        Oversize input is left to the generic path, which refuses it.
         """
-        entry = self._event_readers.get(topic)
-        if entry is None:
-            schema = self.schemas.writer_schema(topic)
-            entry = self._event_readers[topic] = (
-                frame(schema.fingerprint, b""),
-                compile_event_reader(schema.parsed, HEADER_SIZE, _FAST_NAMES[topic]),
-            )
-        prefix, reader = entry
-        if (
-            reader is None
-            or len(data) > self.max_payload_bytes
-            or data[:HEADER_SIZE] != prefix
-        ):
+        if len(data) > self.max_payload_bytes:
             return None
-        try:
-            return reader(data)
-        except Exception:  # noqa: BLE001 - the generic path decides
-            return None
+        return self._fast_path(topic).read(data)
 
     def _read(
         self,
