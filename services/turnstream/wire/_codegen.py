@@ -38,8 +38,10 @@ from turnstream.events import EVENT_TYPES, Cause, FailureInfo, Header
 
 __all__ = [
     "MODEL_CLASSES",
+    "PAIRS",
     "SMALL",
     "SMALL_LIMIT",
+    "TAILS",
     "Miss",
     "Source",
     "Unsupported",
@@ -136,10 +138,12 @@ def zigzag_bytes(n: int) -> bytes:
     return bytes(out)
 
 
-SMALL_LIMIT: Final = 4096
+SMALL_LIMIT: Final = 8192
 """Non-negative longs below this are written from :data:`SMALL` (1-2 bytes).
 
-Covers counts, lengths and small numbers; larger ones go through write_long.
+Counts, lengths and small numbers; the writers take larger ones up to 2**20
+from :data:`PAIRS` and :data:`TAILS` (exact from 2**13 on, where the zigzag
+value has more than 14 bits), the rest through :func:`write_long`.
 """
 
 SMALL: Final[tuple[bytes, ...]] = tuple(zigzag_bytes(n) for n in range(SMALL_LIMIT))
@@ -155,10 +159,10 @@ _INT_MAX: Final = (1 << 31) - 1
 # continuation bit, and every value below 2**14 as its final 1-2 bytes. A
 # timestamp (~52 bits zigzagged) takes three lookups instead of eight loop
 # rounds of shifting and appending.
-_PAIRS: Final[tuple[bytes, ...]] = tuple(
+PAIRS: Final[tuple[bytes, ...]] = tuple(
     bytes(((z & 0x7F) | 0x80, ((z >> 7) & 0x7F) | 0x80)) for z in range(1 << 14)
 )
-_TAILS: Final[tuple[bytes, ...]] = tuple(
+TAILS: Final[tuple[bytes, ...]] = tuple(
     bytes((z,)) if z < 0x80 else bytes(((z & 0x7F) | 0x80, z >> 7))
     for z in range(1 << 14)
 )
@@ -174,9 +178,9 @@ def write_long(buf: bytearray, n: int) -> None:
         raise OverflowError("value out of range for an Avro long")
     z = (n << 1) ^ (n >> 63)
     while z >= 0x4000:
-        buf += _PAIRS[z & 0x3FFF]
+        buf += PAIRS[z & 0x3FFF]
         z >>= 14
-    buf += _TAILS[z]
+    buf += TAILS[z]
 
 
 def write_int(buf: bytearray, n: int) -> None:

@@ -93,18 +93,6 @@ def read_long(data: bytes, p: int) -> tuple[int, int]:
     return (z >> 1) ^ -(z & 1), p
 
 
-def read_span(data: bytes, p: int) -> tuple[int, int]:
-    """Where the string or bytes whose length starts at ``data[p]`` starts and ends.
-
-    Raises:
-        Miss: a negative length (the end is checked by the caller).
-    """
-    n, p = read_long(data, p)
-    if n < 0:
-        raise Miss
-    return p, p + n
-
-
 def uuid_at(data: bytes, p: int, optional: bool) -> tuple[UUID | None, int]:
     """The (optional) UUID encoded at ``data[p]``, parsed, and the position after.
 
@@ -221,7 +209,6 @@ class _ReaderSource(Source):
         self._records: dict[str, str] = {}
         self._pending: list[tuple[str, Any]] = []
         self.rlong = self.const(read_long, "rlong")
-        self.span = self.const(read_span, "span")
         self.uuids = self.const(_uuids, "UU")
         self.uuid_at = self.const(uuid_at, "uuid_at")
         self.epoch = self.const(_EPOCH, "EPOCH")
@@ -268,14 +255,11 @@ class _ReaderSource(Source):
         self.line(depth + 1, f"raise {self.miss}")
 
     def _raw(self, depth: int, v: str, *, decode: bool) -> None:
-        # A one-byte length (under 64 bytes) inline; ``L`` is len(data).
+        # ``L`` is len(data); the length is read inline like any long.
         n, start = self.temp("n"), self.temp("s")
-        self.line(depth, f"{n} = data[p]")
-        self.line(depth, f"if {n} < 128 and not {n} & 1:")
-        self.line(depth + 1, f"{start} = p + 1")
-        self.line(depth + 1, f"p = {start} + ({n} >> 1)")
-        self.line(depth, "else:")
-        self.line(depth + 1, f"{start}, p = {self.span}(data, p)")
+        self._length(depth, n)
+        self.line(depth, f"{start} = p")
+        self.line(depth, f"p += {n}")
         self.line(depth, "if p > L:")
         self.line(depth + 1, f"raise {self.miss}")
         self.line(depth, f"{v} = data[{start}:p]" + (".decode()" if decode else ""))
@@ -526,6 +510,8 @@ class _ReaderSource(Source):
             if rule is None:
                 raise Unsupported(f"constraint {item!r}")
             attr, op = rule
+            if _implied_by_long(type(item), getattr(item, attr)):
+                continue
             terms.append(f"{v} {op} {self.const(getattr(item, attr), 'bound')}")
         if not terms:
             return
@@ -556,6 +542,25 @@ class _ReaderSource(Source):
         )
         self.line(depth + 1, f"if {cached} is not None:")
         self.line(depth + 2, f"return {cached}, p")
+
+
+_LONG_MIN: Final = -(1 << 63)
+_LONG_MAX: Final = (1 << 63) - 1
+
+
+def _implied_by_long(rule: type, bound: object) -> bool:
+    """Whether every Avro long already satisfies the bound (e.g. ``le=2**63-1``)."""
+    if not isinstance(bound, int):
+        return False
+    if rule is annotated_types.Le:
+        return bound >= _LONG_MAX
+    if rule is annotated_types.Lt:
+        return bound > _LONG_MAX
+    if rule is annotated_types.Ge:
+        return bound <= _LONG_MIN
+    if rule is annotated_types.Gt:
+        return bound < _LONG_MIN
+    return False
 
 
 def _nullable(schema: Any) -> bool:

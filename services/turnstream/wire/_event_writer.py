@@ -30,8 +30,10 @@ from pydantic import BaseModel
 
 from turnstream.events import EventBase
 from turnstream.wire._codegen import (
+    PAIRS,
     SMALL,
     SMALL_LIMIT,
+    TAILS,
     Miss,
     Source,
     Unsupported,
@@ -99,6 +101,8 @@ class _WriterSource(Source):
         self.int = self.const(write_int, "int")
         self.string = self.const(_string, "string")
         self.zz = self.const(zigzag_bytes, "zz")
+        self.pairs = self.const(PAIRS, "PAIRS")
+        self.tails = self.const(TAILS, "TAILS")
         self.uuid_cache = self.const(_uuid_text_cache, "UC")
         self.uuid_null_cache = self.const(_uuid_branch_cache, "UCN")
         self.uuid_text = self.const(uuid_text, "utext")
@@ -124,6 +128,12 @@ class _WriterSource(Source):
         # encodes them alike; anything else fails the comparison and misses.
         self.line(depth, f"if 0 <= {v} < {self.limit}:")
         self.line(depth + 1, f"out += {self.small}[{v}]")
+        # Up to 2**20 (token counts) in three bytes from the two-group tables,
+        # without a call: from SMALL_LIMIT = 2**13 on, the zigzag value has
+        # more than 14 bits, so both groups carry the continuation bit.
+        self.line(depth, f"elif {self.limit} <= {v} < 1048576:")
+        self.line(depth + 1, f"out += {self.pairs}[({v} << 1) & 16383]")
+        self.line(depth + 1, f"out += {self.tails}[{v} >> 13]")
         self.line(depth, "else:")
         self.line(depth + 1, f"{writer}(out, {v})")
 
