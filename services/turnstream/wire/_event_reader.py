@@ -70,27 +70,38 @@ _SET_EXTRA: Final = BaseModel.__dict__["__pydantic_extra__"].__set__
 _SET_PRIVATE: Final = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-def read_long(data: bytes, p: int) -> tuple[int, int]:
-    """The long whose varint starts at ``data[p]``, and the position after it.
+def _unrolled_read_long() -> Callable[[bytes, int], tuple[int, int]]:
+    """:func:`read_long` as straight-line code, one step per byte.
 
-    Raises:
-        Miss: more than ten bytes or more than 64 bits (the generic path
-            decides what such input means).
-        IndexError: the varint runs past the end.
+    A timestamp takes eight bytes; unrolled, each costs a third fewer
+    operations than a loop round.
     """
-    z = shift = 0
-    while True:
-        b = data[p]
-        p += 1
-        z |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise Miss
-    if z >> 64:
-        raise Miss
-    return (z >> 1) ^ -(z & 1), p
+    lines = ["def read_long(data, p):", "    b = data[p]", "    z = b & 127"]
+    for k in range(1, 10):
+        lines += [
+            "    if b < 128:",
+            f"        return (z >> 1) ^ -(z & 1), p + {k}",
+            f"    b = data[p + {k}]",
+            f"    z |= (b & 127) << {7 * k}",
+        ]
+    # Ten bytes at most, and no more than 64 bits: else the generic path decides.
+    lines += [
+        "    if b > 127 or z >> 64:",
+        "        raise Miss",
+        "    return (z >> 1) ^ -(z & 1), p + 10",
+    ]
+    namespace: dict[str, Any] = {"Miss": Miss}
+    exec("\n".join(lines), namespace)  # noqa: S102 - fixed source, built here
+    fn: Callable[[bytes, int], tuple[int, int]] = namespace["read_long"]
+    return fn
+
+
+read_long: Final = _unrolled_read_long()
+"""The long whose varint starts at ``data[p]``, and the position after it.
+
+Raises ``Miss`` past ten bytes or 64 bits (the generic path decides what such
+input means) and ``IndexError`` when the varint runs past the end.
+"""
 
 
 def uuid_at(data: bytes, p: int, optional: bool) -> tuple[UUID | None, int]:

@@ -33,8 +33,9 @@ from turnstream.events import (
     TurnDone,
 )
 from turnstream.wire import Codec, EncodeError, SchemaSet, Topic
+from turnstream.wire._codegen import Miss, zigzag_bytes
 from turnstream.wire._compiled import compile_schema
-from turnstream.wire._event_reader import compile_event_reader
+from turnstream.wire._event_reader import compile_event_reader, read_long
 from turnstream.wire._event_writer import compile_event_writers
 from turnstream.wire.codec import _read_enduring, _read_ephemeral
 from turnstream.wire.framing import HEADER_SIZE, frame
@@ -303,3 +304,42 @@ def test_enduring_headers_are_not_cached() -> None:
     assert done.header.created_at.tzinfo is not None
     assert CODEC.unmarshal_event(data).header.created_at == done.header.created_at
     assert UTC.utcoffset(None) == timedelta(0)
+
+
+def _reference_long(data: bytes, p: int) -> tuple[int, int]:
+    z = shift = 0
+    while True:
+        b = data[p]
+        p += 1
+        z |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise Miss
+    if z >> 64:
+        raise Miss
+    return (z >> 1) ^ -(z & 1), p
+
+
+def _outcome(read: Callable[[bytes, int], tuple[int, int]], data: bytes) -> object:
+    try:
+        return read(data, 0)
+    except Miss:
+        return "miss"
+    except IndexError:
+        return "truncated"
+
+
+@FUZZ
+@given(
+    data=st.one_of(
+        st.integers(-(2**63), 2**63 - 1).map(lambda n: zigzag_bytes(n) + b"\x00"),
+        st.binary(min_size=1, max_size=14),
+        st.lists(st.sampled_from([0x80, 0xFF, 0x81, 0x01, 0x7F]), max_size=14).map(
+            bytes
+        ),
+    )
+)
+def test_unrolled_varint_reader_matches_the_loop(data: bytes) -> None:
+    assert _outcome(read_long, data) == _outcome(_reference_long, data)
