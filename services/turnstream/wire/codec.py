@@ -22,9 +22,12 @@ Contract:
   raises a :class:`~turnstream.errors.DecodeError` (oversize input is refused
   before decoding; trailing bytes after the body are rejected). Decoding time
   is linear in the payload size (see ``schemas._check_bounded``).
+* Events go through :class:`~turnstream.wire.fast_path.FastPath` first
+  (generated writers and reader, same bytes and values); what it declines
+  takes the generic path here, which alone raises the errors above.
 
-One module on purpose (~430 lines): the Codec facade over framing, schemas and the
-record mappings, plus its module-level shortcuts.
+One module on purpose (~470 lines): the Codec facade over framing, schemas, the
+fast path and the record mappings, plus its module-level shortcuts.
 """
 
 from __future__ import annotations
