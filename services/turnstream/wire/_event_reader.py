@@ -58,11 +58,8 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Decoded UUIDs by their encoded bytes (length byte and text, behind the
 # branch byte for ["null", uuid]): the ids of a session repeat in every event.
+# Shared by every reader: these bytes mean the same UUID in any schema.
 _uuids: dict[bytes, UUID] = {}
-# Headers by their encoded bytes, for headers without an event id: every
-# delta of a step carries the same one. Headers are frozen, so one instance
-# can stand for all of them.
-_headers: dict[bytes, Header] = {}
 
 
 # What model_construct sets on a new instance, as the slots' own setters.
@@ -134,13 +131,6 @@ def uuid_at(data: bytes, p: int, optional: bool) -> tuple[UUID | None, int]:
             _uuids.clear()
         _uuids[data[start:p]] = value
     return value, p
-
-
-def cache_header(key: bytes, header: Header) -> None:
-    """Remember a decoded header without an event id (bounded)."""
-    if len(_headers) >= _CACHE_LIMIT:
-        _headers.clear()
-    _headers[key] = header
 
 
 # ----------------------------------------------------------------------------
@@ -220,6 +210,12 @@ class _ReaderSource(Source):
         super().__init__()
         self._named = named
         self._records: dict[str, str] = {}
+        # Headers by their encoded bytes, for headers without an event id:
+        # every delta of a step carries the same one. Per reader, since the
+        # same bytes may mean another header under another schema; only for
+        # a frozen Header, so one instance can stand for all of them.
+        self._headers: dict[bytes, Header] = {}
+        self._cache_headers = bool(Header.model_config.get("frozen"))
         self._pending: list[tuple[str, Any]] = []
         self.rlong = self.const(read_long, "rlong")
         self.uuids = self.const(_uuids, "UU")
@@ -491,7 +487,7 @@ class _ReaderSource(Source):
             if not isinstance(default, str | int | bool | type(None)):
                 raise Unsupported(f"{cls.__name__}.{name} default is not immutable")
             items.append(f"{name!r}: {default!r}")
-        if cls is Header:
+        if cls is Header and self._cache_headers:
             self._header_cache_lookup(depth, locals_["event_id"])
         # As the generic path sets them: the fields it passes, i.e. those
         # read from the body and the given ones.
@@ -507,13 +503,12 @@ class _ReaderSource(Source):
         self.line(depth, f"{self.set_private}({o}, None)")
         for validator in cls.__pydantic_decorators__.model_validators.values():
             self.line(depth, f"{self.const(validator.func, 'validate')}({o})")
-        if cls is Header:
-            event_id = locals_["event_id"]
-            self.line(depth, f"if {event_id} is None:")
-            self.line(
-                depth + 1,
-                f"{self.const(cache_header, 'cache_header')}(data[start:p], {o})",
-            )
+        if cls is Header and self._cache_headers:
+            cache = self.const(self._headers, "HC")
+            self.line(depth, f"if {locals_['event_id']} is None:")
+            self.line(depth + 1, f"if len({cache}) >= {_CACHE_LIMIT}:")
+            self.line(depth + 2, f"{cache}.clear()")
+            self.line(depth + 1, f"{cache}[data[start:p]] = {o}")
         return o
 
     def _bounds(self, depth: int, v: str, info: FieldInfo, *, optional: bool) -> None:
@@ -550,9 +545,8 @@ class _ReaderSource(Source):
         # header's bytes, known only then.
         cached = self.temp("h")
         self.line(depth, f"if {event_id} is None:")
-        self.line(
-            depth + 1, f"{cached} = {self.const(_headers, 'HC')}.get(data[start:p])"
-        )
+        cache = self.const(self._headers, "HC")
+        self.line(depth + 1, f"{cached} = {cache}.get(data[start:p])")
         self.line(depth + 1, f"if {cached} is not None:")
         self.line(depth + 2, f"return {cached}, p")
 
