@@ -54,6 +54,8 @@ __all__ = ["EventReader", "compile_event_reader", "read_long"]
 EventReader = Callable[[bytes], EventBase]
 
 _CACHE_LIMIT: Final = 8192
+_HEADER_LENGTHS: Final = 4
+"""How many distinct header lengths the header cache is tried at."""
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Decoded UUIDs by their encoded bytes (length byte and text, behind the
@@ -215,6 +217,8 @@ class _ReaderSource(Source):
         # same bytes may mean another header under another schema; only for
         # a frozen Header, so one instance can stand for all of them.
         self._headers: dict[bytes, Header] = {}
+        self._header_lengths: list[int] = []
+        self._header_firsts: set[int] = set()
         self._cache_headers = bool(Header.model_config.get("frozen"))
         self._pending: list[tuple[str, Any]] = []
         self.rlong = self.const(read_long, "rlong")
@@ -487,8 +491,6 @@ class _ReaderSource(Source):
             if not isinstance(default, str | int | bool | type(None)):
                 raise Unsupported(f"{cls.__name__}.{name} default is not immutable")
             items.append(f"{name!r}: {default!r}")
-        if cls is Header and self._cache_headers:
-            self._header_cache_lookup(depth, locals_["event_id"])
         # As the generic path sets them: the fields it passes, i.e. those
         # read from the body and the given ones.
         fields_set = (
@@ -504,11 +506,7 @@ class _ReaderSource(Source):
         for validator in cls.__pydantic_decorators__.model_validators.values():
             self.line(depth, f"{self.const(validator.func, 'validate')}({o})")
         if cls is Header and self._cache_headers:
-            cache = self.const(self._headers, "HC")
-            self.line(depth, f"if {locals_['event_id']} is None:")
-            self.line(depth + 1, f"if len({cache}) >= {_CACHE_LIMIT}:")
-            self.line(depth + 2, f"{cache}.clear()")
-            self.line(depth + 1, f"{cache}[data[start:p]] = {o}")
+            self._header_cache_store(depth, locals_["event_id"], o)
         return o
 
     def _bounds(self, depth: int, v: str, info: FieldInfo, *, optional: bool) -> None:
@@ -534,21 +532,46 @@ class _ReaderSource(Source):
             fn, schema = self._pending.pop()
             cls = model_class(schema["name"])
             self.line(0, f"def {fn}(data, p):")
+            if cls is Header and self._cache_headers:
+                self._header_cache_lookup()
             self.line(1, "L = len(data)")
             if cls is Header:
                 self.line(1, "start = p")
             o = self.record_body(1, schema, cls, {})
             self.line(1, f"return {o}, p")
 
-    def _header_cache_lookup(self, depth: int, event_id: str) -> None:
-        # Looked up once the fields are read (and so checked): the key is the
-        # header's bytes, known only then.
-        cached = self.temp("h")
+    def _header_cache_lookup(self) -> None:
+        # Avro encodings are self-delimiting: bytes equal to a whole encoded
+        # header decode to that header and end where it ends. So the cache is
+        # tried before parsing, at each header length seen so far, behind a
+        # filter on the first byte of the cached encodings.
+        cache, lengths, firsts = (
+            self.const(self._headers, "HC"),
+            self.const(self._header_lengths, "HL"),
+            self.const(self._header_firsts, "HF"),
+        )
+        self.line(1, f"if data[p] in {firsts}:")
+        self.line(2, f"for n in {lengths}:")
+        self.line(3, f"h = {cache}.get(data[p:p + n])")
+        self.line(3, "if h is not None:")
+        self.line(4, "return h, p + n")
+
+    def _header_cache_store(self, depth: int, event_id: str, o: str) -> None:
+        cache, lengths, firsts = (
+            self.const(self._headers, "HC"),
+            self.const(self._header_lengths, "HL"),
+            self.const(self._header_firsts, "HF"),
+        )
         self.line(depth, f"if {event_id} is None:")
-        cache = self.const(self._headers, "HC")
-        self.line(depth + 1, f"{cached} = {cache}.get(data[start:p])")
-        self.line(depth + 1, f"if {cached} is not None:")
-        self.line(depth + 2, f"return {cached}, p")
+        self.line(depth + 1, f"if len({cache}) >= {_CACHE_LIMIT}:")
+        self.line(depth + 2, f"{cache}.clear()")
+        self.line(depth + 1, f"{cache}[data[start:p]] = {o}")
+        self.line(depth + 1, f"{firsts}.add(data[start])")
+        self.line(
+            depth + 1,
+            f"if p - start not in {lengths} and len({lengths}) < {_HEADER_LENGTHS}:",
+        )
+        self.line(depth + 2, f"{lengths}.append(p - start)")
 
 
 _LONG_MIN: Final = -(1 << 63)
