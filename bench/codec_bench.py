@@ -3,11 +3,13 @@
 Measures encode and decode of three realistic events -- a TokenDelta (the
 hot live path), a StepDone with a tool call and its result, and a TurnDone --
 with ``time.perf_counter``: a warm-up, then several repetitions of a timed
-loop; the table reports the median repetition (and the best) as µs/event and
-events/s, plus the encoded size. Rows:
+loop, the implementations taking turns repetition by repetition; the table
+reports the median repetition (and the best) as µs/event and events/s, the
+encoded size, and the median paired ratio to pydantic JSON (``÷json``, above
+1 is faster), which the turn-taking keeps steady on a shared machine. Rows:
 
 * ``avro codec``: ``marshal_event``/``unmarshal_event`` (``*_ephemeral`` for
-  the TokenDelta) -- mapping, framing, validation and fastavro, end to end;
+  the TokenDelta) -- the codec end to end (fast path, framing, validation);
 * ``avro body only``: fastavro's schemaless writer/reader on a prebuilt
   record, i.e. the floor under the codec's own mapping and validation;
 * ``pydantic json``: ``model_dump_json`` / ``model_validate_json``.
@@ -180,23 +182,42 @@ def _cases(
 
 
 def run(number: int, reps: int, warmup: int) -> dict[str, Any]:
-    """Run every case; return the result document."""
+    """Run every case; return the result document.
+
+    For each event and direction the implementations take turns, one timed
+    repetition each, so all of them see the same drift of a shared machine;
+    ``vs_pydantic_json`` is the median over repetitions of the paired ratio
+    (pydantic JSON time / this implementation's time, above 1 is faster).
+    """
     codec = Codec(SchemaSet.load())
     rows = []
     for name, event in events().items():
-        for impl, (enc, dec, size) in _cases(codec, event).items():
-            for op, fn in (("encode", enc), ("decode", dec)):
-                samples = _time(fn, number, reps, warmup)
-                median = statistics.median(samples)
+        cases = _cases(codec, event)
+        for op in ("encode", "decode"):
+            fns = {
+                impl: (enc if op == "encode" else dec)
+                for impl, (enc, dec, _) in cases.items()
+            }
+            samples: dict[str, list[float]] = {impl: [] for impl in fns}
+            for fn in fns.values():
+                _time(fn, 1, 0, warmup)
+            for _ in range(reps):
+                for impl, fn in fns.items():
+                    samples[impl] += _time(fn, number, 1, 0)
+            json_samples = samples["pydantic json"]
+            for impl, got in samples.items():
+                median = statistics.median(got)
+                paired = [j / c for j, c in zip(json_samples, got, strict=True)]
                 rows.append(
                     {
                         "event": name,
                         "impl": impl,
                         "op": op,
-                        "bytes": size,
+                        "bytes": cases[impl][2],
                         "us_per_event": round(median * 1e6, 2),
-                        "us_per_event_best": round(min(samples) * 1e6, 2),
+                        "us_per_event_best": round(min(got) * 1e6, 2),
                         "events_per_s": round(1 / median),
+                        "vs_pydantic_json": round(statistics.median(paired), 2),
                     }
                 )
     return {
@@ -207,6 +228,7 @@ def run(number: int, reps: int, warmup: int) -> dict[str, Any]:
             "repetitions": reps,
             "warmup_iterations": warmup,
             "statistic": "median repetition (best also given)",
+            "interleaved": "implementations alternate, one repetition each",
         },
         "environment": {
             "python": sys.version.split()[0],
@@ -223,13 +245,13 @@ def run(number: int, reps: int, warmup: int) -> dict[str, Any]:
 
 def table(doc: dict[str, Any]) -> str:
     """The results as a fixed-width table."""
-    head = ("event", "impl", "op", "bytes", "µs/event", "best", "events/s")
-    lines = ["{:<11} {:<15} {:<7} {:>6} {:>9} {:>8} {:>10}".format(*head)]
+    head = ("event", "impl", "op", "bytes", "µs/event", "best", "events/s", "÷json")
+    lines = ["{:<11} {:<15} {:<7} {:>6} {:>9} {:>8} {:>10} {:>6}".format(*head)]
     for r in doc["results"]:
         lines.append(
             f"{r['event']:<11} {r['impl']:<15} {r['op']:<7} {r['bytes']:>6} "
             f"{r['us_per_event']:>9.2f} {r['us_per_event_best']:>8.2f} "
-            f"{r['events_per_s']:>10,}"
+            f"{r['events_per_s']:>10,} {r['vs_pydantic_json']:>6.2f}"
         )
     return "\n".join(lines)
 

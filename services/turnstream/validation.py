@@ -27,10 +27,17 @@ _PROFILES: dict[Profile, tuple[str, str, str]] = {
 }
 
 _ZERO_UUID = UUID(int=0)
+_KNOWN = frozenset(EVENT_TYPES)
 
 
 def _is_set(value: UUID | None) -> bool:
-    return value is not None and value != _ZERO_UUID
+    if value is None:
+        return False
+    # A UUID's own field, not its (Python-level) __eq__: this runs on every
+    # journal write and read. Anything else compares as before.
+    if value.__class__ is UUID:
+        return value.int != 0
+    return value != _ZERO_UUID
 
 
 def validate_event(event: EventBase) -> None:
@@ -42,28 +49,29 @@ def validate_event(event: EventBase) -> None:
     Raises:
         InvalidEventError: the first violation, naming event, field and rule.
     """
-    name = type(event).__name__
-    if type(event) not in EVENT_TYPES:
-        raise InvalidEventError(name, "type", "is not a known event type")
+    cls = type(event)
+    if cls not in _KNOWN:
+        raise InvalidEventError(cls.__name__, "type", "is not a known event type")
     header = event.header
     if not _is_set(header.event_id):
-        raise InvalidEventError(name, "event_id", "must be set")
+        raise InvalidEventError(cls.__name__, "event_id", "must be set")
     if not _is_set(header.session_id):
-        raise InvalidEventError(name, "session_id", "must be set")
+        raise InvalidEventError(cls.__name__, "session_id", "must be set")
     loop_rule, turn_rule, step_rule = _PROFILES[event.PROFILE]
-    for field, rule in (
-        ("loop_id", loop_rule),
-        ("turn_id", turn_rule),
-        ("step_id", step_rule),
+    turn_set = _is_set(header.turn_id)
+    step_set = _is_set(header.step_id)
+    for field, rule, is_set in (
+        ("loop_id", loop_rule, _is_set(header.loop_id)),
+        ("turn_id", turn_rule, turn_set),
+        ("step_id", step_rule, step_set),
     ):
-        value = getattr(header, field)
-        if rule == _REQUIRED and not _is_set(value):
-            raise InvalidEventError(name, field, "must be set")
-        if rule == _ZERO and _is_set(value):
-            raise InvalidEventError(name, field, "must be zero")
-    if _is_set(header.step_id) and not _is_set(header.turn_id):
-        raise InvalidEventError(name, "turn_id", "must be set")
+        if rule == _REQUIRED and not is_set:
+            raise InvalidEventError(cls.__name__, field, "must be set")
+        if rule == _ZERO and is_set:
+            raise InvalidEventError(cls.__name__, field, "must be zero")
+    if step_set and not turn_set:
+        raise InvalidEventError(cls.__name__, "turn_id", "must be set")
     if event.PROFILE is Profile.TOOL and not _is_set(
         getattr(event, "tool_execution_id", None)
     ):
-        raise InvalidEventError(name, "tool_execution_id", "must be set")
+        raise InvalidEventError(cls.__name__, "tool_execution_id", "must be set")

@@ -13,7 +13,11 @@ Contents:
 * :mod:`~turnstream.wire.codec` -- :class:`Codec` and the module-level
   ``marshal_*``/``unmarshal_*`` functions and :func:`kafka_headers`.
 * :mod:`~turnstream.wire.to_record` / :mod:`~turnstream.wire.from_record` --
-  the explicit model ↔ Avro-record mappings.
+  the explicit model ↔ Avro-record mappings (the generic path).
+* :mod:`~turnstream.wire.fast_path` -- the event topics' fast path: writers
+  and a reader generated from the schema (``_event_writer``,
+  ``_event_reader``, ``_codegen``) that go model ↔ bytes directly; whatever
+  they decline, the generic path encodes or decodes (and reports).
 * :mod:`~turnstream.wire.errors` -- the wire refinements of the error tree.
 * :mod:`~turnstream.wire.compat` -- the schema-compatibility check
   (``python -m turnstream.wire.compat``).

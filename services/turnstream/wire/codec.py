@@ -22,9 +22,12 @@ Contract:
   raises a :class:`~turnstream.errors.DecodeError` (oversize input is refused
   before decoding; trailing bytes after the body are rejected). Decoding time
   is linear in the payload size (see ``schemas._check_bounded``).
+* Events go through :class:`~turnstream.wire.fast_path.FastPath` first
+  (generated writers and reader, same bytes and values); what it declines
+  takes the generic path here, which alone raises the errors above.
 
-One module on purpose (~430 lines): the Codec facade over framing, schemas and the
-record mappings, plus its module-level shortcuts.
+One module on purpose (~470 lines): the Codec facade over framing, schemas, the
+fast path and the record mappings, plus its module-level shortcuts.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from turnstream.wire.errors import (
     UnknownFingerprintError,
     UnknownRecordTypeError,
 )
+from turnstream.wire.fast_path import FastPath
 from turnstream.wire.framing import HEADER_SIZE, frame, read_fingerprint
 from turnstream.wire.schemas import SchemaSet, Topic, TopicSchema
 
@@ -94,6 +98,12 @@ _EPHEMERAL_CLASSES: Final = frozenset(EPHEMERAL_EVENT_TYPES)
 _ENDURING_NAMES: Final = frozenset(t.__name__ for t in ENDURING_EVENT_TYPES)
 _EPHEMERAL_NAMES: Final = frozenset(t.__name__ for t in EPHEMERAL_EVENT_TYPES)
 
+_FAST_CLASSES: Final = {
+    Topic.EVENTS: _ENDURING_CLASSES,
+    Topic.DELTAS: _EPHEMERAL_CLASSES,
+}
+"""The event classes each event topic carries (what its fast path covers)."""
+
 _T = TypeVar("_T")
 
 
@@ -115,6 +125,9 @@ class Codec:
         self.max_payload_bytes = max_payload_bytes
         # One compiled writer per writer schema, built on first use.
         self._writers: dict[bytes, Writer] = {}
+        # The generated writers and readers of the two event topics, built on
+        # first use (see fast_path); the generic path covers what they do not.
+        self._fast: dict[Topic, FastPath] = {}
 
     # ----------------------------------------------------------------- events
 
@@ -128,12 +141,12 @@ class Codec:
             EncodeError: a value the schema cannot carry (naive datetime,
                 integer beyond a long, unencodable text, oversize record).
         """
-        if _is_ephemeral(event):
-            raise EphemeralNotPersistableError(event.type_name)
         if not _is_enduring(event):
+            if _is_ephemeral(event):
+                raise EphemeralNotPersistableError(event.type_name)
             raise UnknownEventTypeError(type(event).__name__)
         validate_event(event)
-        return self._write(Topic.EVENTS, "event", event)
+        return self._write_event(Topic.EVENTS, "event", event)
 
     def unmarshal_event(self, data: bytes) -> EnduringEvent:
         """Decode and validate one journal record.
@@ -142,7 +155,12 @@ class Codec:
             DecodeError: for any input that is not a valid enduring event
                 (subclasses name the cause; see :mod:`turnstream.wire.errors`).
         """
-        event = self._read(Topic.EVENTS, "event", data, _read_enduring)
+        fast = self._read_fast(Topic.EVENTS, data)
+        event: EnduringEvent = (
+            fast
+            if _is_enduring(fast)
+            else self._read(Topic.EVENTS, "event", data, _read_enduring)
+        )
         try:
             validate_event(event)
         except InvalidEventError as exc:
@@ -157,11 +175,11 @@ class Codec:
             UnknownEventTypeError: ``event`` is not one of the event classes.
             EncodeError: a value the schema cannot carry.
         """
-        if _is_enduring(event):
-            raise NotEphemeralError(event.type_name)
         if not _is_ephemeral(event):
+            if _is_enduring(event):
+                raise NotEphemeralError(event.type_name)
             raise UnknownEventTypeError(type(event).__name__)
-        return self._write(Topic.DELTAS, "ephemeral event", event)
+        return self._write_event(Topic.DELTAS, "ephemeral event", event)
 
     def unmarshal_ephemeral(self, data: bytes) -> EphemeralEvent:
         """Decode one deltas record (no event-id validation).
@@ -169,6 +187,9 @@ class Codec:
         Raises:
             DecodeError: for any input that is not a valid ephemeral event.
         """
+        fast = self._read_fast(Topic.DELTAS, data)
+        if _is_ephemeral(fast):
+            return fast
         return self._read(Topic.DELTAS, "ephemeral event", data, _read_ephemeral)
 
     # ------------------------------------------------------ commands, state
@@ -232,6 +253,22 @@ class Codec:
 
     # ------------------------------------------------------------- internals
 
+    def _fast_path(self, topic: Topic) -> FastPath:
+        fast = self._fast.get(topic)
+        if fast is None:
+            fast = self._fast[topic] = FastPath(
+                self.schemas.writer_schema(topic), _FAST_CLASSES[topic]
+            )
+        return fast
+
+    def _write_event(self, topic: Topic, what: str, event: AnyEvent) -> bytes:
+        data = self._fast_path(topic).write(event)
+        if data is None:
+            return self._write(topic, what, event)
+        if len(data) > self.max_payload_bytes:
+            raise RecordTooLargeError(what, len(data), self.max_payload_bytes)
+        return data
+
     def _write(
         self, topic: Topic, what: str, value: AnyEvent | AnyCommand | LoopState
     ) -> bytes:
@@ -255,6 +292,15 @@ class Codec:
         if len(data) > self.max_payload_bytes:
             raise RecordTooLargeError(what, len(data), self.max_payload_bytes)
         return data
+
+    def _read_fast(self, topic: Topic, data: bytes) -> EventBase | None:
+        """The event on the fast path, or None: then the generic path decides.
+
+        Oversize input is left to the generic path, which refuses it.
+        """
+        if len(data) > self.max_payload_bytes:
+            return None
+        return self._fast_path(topic).read(data)
 
     def _read(
         self,
