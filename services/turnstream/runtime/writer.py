@@ -8,8 +8,8 @@ are committed), applies the caller's state
 change only if the append committed, and only then delivers them live;
 :meth:`LoopWriter.publish` sends ephemeral events (which may be dropped). It
 also builds the events the actor itself emits (``LoopStarted``, ``LoopIdle``,
-``TurnRejected``, ``InputQueued``, ``InputCancelled``, a truncated step's
-``StepDone`` and the terminals).
+``TurnRejected``, ``InputQueued``, ``InputCancelled``, the ``StepDone`` of a
+final or truncated step, and the terminals).
 
 Failures never escape: a refused or timed-out append returns ``False`` (and is
 logged with its type only, never content); a hub failure is logged. Imports
@@ -158,9 +158,13 @@ class LoopWriter:
         """A ``LoopStopped`` for this loop (a client's shutdown)."""
         return LoopStopped(header=self.factory.header())
 
+    def idle_event(self) -> LoopIdle:
+        """A ``LoopIdle`` for this loop (unstamped)."""
+        return LoopIdle(header=self.factory.header(named=True))
+
     async def park(self) -> None:
         """Commit ``LoopIdle``: the loop parked with nothing left to start."""
-        await self.commit([LoopIdle(header=self.factory.header(named=True))])
+        await self.commit([self.idle_event()])
 
     async def queued(self, command_id: CommandId) -> None:
         """Publish ``InputQueued`` for an input waiting behind a turn."""
@@ -181,9 +185,17 @@ class LoopWriter:
         ended: EndedTurn | None,
     ) -> None:
         """Commit one ``InputCancelled`` per entry, in order, as one commit."""
-        if not entries:
-            return
-        events = [
+        if entries:
+            await self.commit(self.cancelled_events(entries, reason, ended))
+
+    def cancelled_events(
+        self,
+        entries: Sequence[QueuedInput],
+        reason: CancelReason,
+        ended: EndedTurn | None,
+    ) -> list[InputCancelled]:
+        """One ``InputCancelled`` per entry, in order (unstamped)."""
+        return [
             InputCancelled(
                 header=self.factory.header(
                     turn_id=ended.turn_id if ended else None,
@@ -195,7 +207,6 @@ class LoopWriter:
             )
             for e in entries
         ]
-        await self.commit(events)
 
     async def commit_step(
         self,
@@ -205,12 +216,17 @@ class LoopWriter:
         apply: Callable[[], None],
         within: float | None,
     ) -> bool:
-        """Commit a truncated step's safe prefix as its ``StepDone``."""
-        step = StepDone(
+        """Commit a step's group (a final answer, a safe prefix) as its ``StepDone``."""
+        return await self.commit(
+            [self.step_event(ended, pending)], apply=apply, within=within
+        )
+
+    def step_event(self, ended: EndedTurn, pending: PendingStep) -> StepDone:
+        """The ``StepDone`` of a step the actor commits itself (unstamped)."""
+        return StepDone(
             header=self.factory.header(turn_id=ended.turn_id, step_id=pending.step_id),
             messages=(pending.message,),
         )
-        return await self.commit([step], apply=apply, within=within)
 
     def terminal(self, ended: EndedTurn, outcome: TurnOutcome) -> EnduringEvent:
         """The terminal event for ``outcome`` (unstamped)."""
