@@ -5,7 +5,10 @@ commit` stamps enduring events (``event_id`` + ``created_at``), appends them to
 the journal as one atomic commit under a timeout (with the loop's
 :class:`~turnstream.runtime.progress.CommandProgress` as it stands once they
 are committed), applies the caller's state
-change only if the append committed, and only then delivers them live;
+change only if the append committed, and only then delivers them live (a
+hub whose deltas travel apart from the journal, a
+:class:`~turnstream.runtime.ports.SettlingHub`, is settled first, so the
+loop's deltas so far reach watchers before the commit does);
 :meth:`LoopWriter.publish` sends ephemeral events (which may be dropped). It
 also builds the events the actor itself emits (``LoopStarted``, ``LoopIdle``,
 ``TurnRejected``, ``InputQueued``, ``InputCancelled``, the ``StepDone`` of a
@@ -52,7 +55,7 @@ from turnstream.runtime.handshake import (
     TurnOutcome,
 )
 from turnstream.runtime.input_queue import QueuedInput
-from turnstream.runtime.ports import Journal, LiveHub
+from turnstream.runtime.ports import Journal, LiveHub, SettlingHub
 from turnstream.runtime.progress import CommandProgress, ProgressTracker
 from turnstream.runtime.stamping import EventFactory
 
@@ -87,6 +90,7 @@ class LoopWriter:
         self.progress = ProgressTracker(progress)
         self._journal = journal
         self._hub = hub
+        self._settling = hub if isinstance(hub, SettlingHub) else None
         self._commit_timeout = commit_timeout
 
     async def commit(
@@ -112,6 +116,9 @@ class LoopWriter:
             _log.warning("event id could not be minted")
             return False
         answered = [r for r in (e.reply_to() for e in stamped) if r is not None]
+        if self._settling is not None:
+            # The deltas streamed before this commit reach watchers first.
+            await self._settling.settle(self.loop_id)
         try:
             async with asyncio.timeout(within or self._commit_timeout):
                 await self._journal.append(

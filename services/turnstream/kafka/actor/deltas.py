@@ -4,9 +4,15 @@ Owns :class:`DeltaPublisher`. ``publish`` encodes an ephemeral event and puts
 it on a bounded buffer; one sender task hands the buffer to a separate
 *non-transactional* ``acks=1`` producer, immediately and outside any
 transaction (deltas must reach watchers while the turn streams, not when it
-commits). A full buffer makes ``publish`` wait (up to ``full_wait``) for the
-sender to catch up, so a burst of streaming turns is slowed to what the broker
-takes rather than losing tokens; only real overload (still full after the
+commits). The sender takes everything buffered at once and hands it over as
+one record batch per partition (one ``send_batch`` instead of one ``send`` per
+delta), in buffer order, so a loop's deltas keep their order. :meth:`DeltaPublisher.
+settle` waits (bounded) until a loop's deltas so far are acknowledged: the
+loop's writer calls it before a commit, so a watcher sees a step's deltas
+before the step's ``StepDone``, however fast the commit is. A full buffer
+makes ``publish`` wait (up to ``full_wait``) for the sender to catch up, so a
+burst of streaming turns is slowed to what the broker takes rather than losing
+tokens; only real overload (still full after the
 wait) or a failed send drops an event, and every drop is counted. ``deliver``
 does nothing: enduring events reach watchers through the journal topic itself,
 ``read_committed``.
@@ -18,9 +24,11 @@ codec; never the runtime's actor.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
@@ -36,6 +44,11 @@ __all__ = ["DeltaPublisher"]
 
 _log = logging.getLogger(__name__)
 _PARTITION_CACHE = 100_000  # keys remembered (~200 B each) before starting over
+_DRAIN_MAX = 1024  # records taken from the buffer per hand-over at most
+
+# key, partition (None: aiokafka chooses), value, headers, and the future
+# settled once the record is acknowledged or dropped (for settle()).
+_Item = tuple[bytes, int | None, bytes, list[tuple[str, bytes]], asyncio.Future[None]]
 
 
 class DeltaPublisher:
@@ -71,14 +84,16 @@ class DeltaPublisher:
         self._metrics = metrics
         self._send_timeout = send_timeout
         self._full_wait = full_wait
-        self._buffer: asyncio.Queue[
-            tuple[bytes, int | None, bytes, list[tuple[str, bytes]]]
-        ] = asyncio.Queue(maxsize=capacity)
+        self._buffer: asyncio.Queue[_Item] = asyncio.Queue(maxsize=capacity)
         self._producer: Any = None
         # aiokafka hashes every keyed record with a pure-Python murmur2 (~8 µs);
         # a loop's deltas all go to one partition, so hash each key once.
         self._partitions: dict[bytes, tuple[int, int]] = {}
         self._partitioner = DefaultPartitioner()
+        # Record headers name the event type and schema: constant per type.
+        self._headers: dict[type[EphemeralEvent], list[tuple[str, bytes]]] = {}
+        # Per loop: the future of its latest delta not yet acknowledged.
+        self._latest: dict[UUID, asyncio.Future[None]] = {}
 
     async def start(self) -> None:
         """Start the producer.
@@ -98,30 +113,98 @@ class DeltaPublisher:
         """The sender task: hand buffered events to the producer until cancelled."""
         try:
             while True:
-                key, partition, value, headers = await self._buffer.get()
-                try:
-                    async with asyncio.timeout(self._send_timeout):
-                        delivery = await self._producer.send(
-                            self._topic,
-                            value,
-                            key=key,
-                            partition=partition,
-                            headers=headers,
-                        )
-                except (TimeoutError, KafkaError):
-                    self._metrics.deltas_dropped += 1
-                    continue
-                delivery.add_done_callback(self._delivered)
+                items = [await self._buffer.get()]
+                while len(items) < _DRAIN_MAX and not self._buffer.empty():
+                    items.append(self._buffer.get_nowait())
+                await self._hand_over(items)
         finally:
             producer, self._producer = self._producer, None
             if producer is not None:
                 await stop_client(producer, seconds=self._send_timeout * 5)
 
-    def _delivered(self, delivery: asyncio.Future[Any]) -> None:
-        if delivery.cancelled() or delivery.exception() is not None:
+    async def _hand_over(self, items: list[_Item]) -> None:
+        """Give ``items`` to the producer: a batch per partition, in order."""
+        by_partition: dict[int, list[_Item]] = {}
+        for item in items:
+            partition = item[1]
+            if partition is None:
+                # No metadata yet: aiokafka picks the partition, record by record.
+                await self._send_one(item)
+            else:
+                by_partition.setdefault(partition, []).append(item)
+        for partition, records in by_partition.items():
+            await self._send_batches(partition, records)
+
+    async def _send_one(self, item: _Item) -> None:
+        key, partition, value, headers, settled = item
+        try:
+            async with asyncio.timeout(self._send_timeout):
+                delivery = await self._producer.send(
+                    self._topic, value, key=key, partition=partition, headers=headers
+                )
+        except (TimeoutError, KafkaError):
             self._metrics.deltas_dropped += 1
+            _settle(settled)
+            return
+        delivery.add_done_callback(lambda done: self._delivered(done, [settled]))
+
+    async def _send_batches(self, partition: int, records: list[_Item]) -> None:
+        """Append ``records`` to as few batches as fit; send each as it fills."""
+        producer = self._producer
+        batch = producer.create_batch()
+        members: list[asyncio.Future[None]] = []
+        for item in records:
+            key, _, value, headers, settled = item
+            if batch.append(key=key, value=value, timestamp=None, headers=headers):
+                members.append(settled)
+                continue
+            if members:
+                await self._send_batch(batch, partition, members)
+            batch, members = producer.create_batch(), []
+            if batch.append(key=key, value=value, timestamp=None, headers=headers):
+                members.append(settled)
+            else:  # larger than an empty batch takes: sent alone
+                await self._send_one(item)
+        if members:
+            await self._send_batch(batch, partition, members)
+
+    async def _send_batch(
+        self, batch: Any, partition: int, members: list[asyncio.Future[None]]
+    ) -> None:
+        try:
+            async with asyncio.timeout(self._send_timeout):
+                delivery = await self._producer.send_batch(
+                    batch, self._topic, partition=partition
+                )
+        except (TimeoutError, KafkaError):
+            self._metrics.deltas_dropped += len(members)
+            for settled in members:
+                _settle(settled)
+            return
+        delivery.add_done_callback(lambda done: self._delivered(done, members))
+
+    def _delivered(
+        self, delivery: asyncio.Future[Any], members: list[asyncio.Future[None]]
+    ) -> None:
+        if delivery.cancelled() or delivery.exception() is not None:
+            self._metrics.deltas_dropped += len(members)
         else:
-            self._metrics.deltas_sent += 1
+            self._metrics.deltas_sent += len(members)
+        for settled in members:
+            _settle(settled)
+
+    async def settle(self, loop_id: UUID) -> None:
+        """Return once ``loop_id``'s deltas so far are acknowledged or dropped.
+
+        Bounded by the send timeout: a commit is never held up by a slow
+        deltas topic for longer than one hand-over may take.
+        """
+        latest = self._latest.pop(loop_id, None)
+        if latest is None or latest.done():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._send_timeout):
+                await asyncio.shield(latest)
 
     async def publish(self, event: EphemeralEvent) -> None:
         """Buffer ``event`` for sending; wait for room, drop it on real overload."""
@@ -136,7 +219,11 @@ class DeltaPublisher:
             self._metrics.deltas_dropped += 1
             return
         key = loop_key(loop_id)
-        item = (key, self._partition(key), value, self._codec.kafka_headers(event))
+        headers = self._headers.get(type(event))
+        if headers is None:
+            headers = self._headers[type(event)] = self._codec.kafka_headers(event)
+        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        item = (key, self._partition(key), value, headers, settled)
         try:
             self._buffer.put_nowait(item)
         except asyncio.QueueFull:
@@ -145,6 +232,8 @@ class DeltaPublisher:
                     await self._buffer.put(item)
             except TimeoutError:
                 self._metrics.deltas_dropped += 1
+                return
+        self._latest[loop_id] = settled
 
     def _partition(self, key: bytes) -> int | None:
         """The default partitioner's choice for ``key``, hashed once per loop.
@@ -168,3 +257,8 @@ class DeltaPublisher:
 
     async def deliver(self, events: Sequence[EnduringEvent]) -> None:
         """Nothing to do: the journal topic is how enduring events go live."""
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
