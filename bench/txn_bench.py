@@ -11,7 +11,9 @@ virtualenv. Per kind of turn, after one warm-up conversation:
   by the turns;
 * **latency**: submit -> the ``TurnDone`` seen by the client, per turn,
   nearest-rank p50/p99;
-* **CPU ms per turn**: this process (service + client) plus the broker JVM.
+* **CPU ms per turn**: this process (service + client) plus the broker JVM;
+* **mean append -> commit ms**: how long one journal append waited for its
+  transaction (the service's commit latency histogram).
 
 Turns run one at a time, so a transaction is one turn's and nothing is group
 committed with another loop's. ``--out`` writes the numbers as JSON.
@@ -54,13 +56,19 @@ async def one_kind(
         await workload.latency(
             system, kind, conversations=1, turns=turns, first_index=10_000
         )
-        before = system.metrics.commits
+        metrics = system.metrics
+        before = metrics.commits
+        waited = metrics.commit_latency.total, metrics.commit_latency.count
         doc = await workload.latency(
             system, kind, conversations=conversations, turns=turns, first_index=20_000
         )
-        commits = system.metrics.commits - before
+        commits = metrics.commits - before
         doc["transactions"] = commits
         doc["transactions_per_turn"] = round(commits / doc["turns"], 3)
+        appends = metrics.commit_latency.count - waited[1]
+        doc["mean_append_to_commit_ms"] = round(
+            1000 * (metrics.commit_latency.total - waited[0]) / max(appends, 1), 2
+        )
         doc["deltas_dropped"] = system.metrics.deltas_dropped
         return doc
 
@@ -108,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{kind}: {result['transactions_per_turn']} txns/turn, "
             f"latency p50 {lat['p50']} / p99 {lat['p99']} ms, "
             f"CPU {result['cpu_ms_per_turn']} ms/turn, "
+            f"append->commit {result['mean_append_to_commit_ms']} ms, "
             f"deviations {result['deviations']['count']}"
         )
     if args.out:
