@@ -4,18 +4,20 @@ Owns :class:`DeltaPublisher`. ``publish`` encodes an ephemeral event and puts
 it on a bounded buffer; one sender task hands the buffer to a separate
 *non-transactional* ``acks=1`` producer, immediately and outside any
 transaction (deltas must reach watchers while the turn streams, not when it
-commits). The sender takes everything buffered at once and hands it over as
-one record batch per partition (one ``send_batch`` instead of one ``send`` per
-delta), in buffer order, so a loop's deltas keep their order. :meth:`DeltaPublisher.
-settle` waits (bounded) until a loop's deltas so far are acknowledged: the
-loop's writer calls it before a commit, so a watcher sees a step's deltas
-before the step's ``StepDone``, however fast the commit is. A full buffer
-makes ``publish`` wait (up to ``full_wait``) for the sender to catch up, so a
-burst of streaming turns is slowed to what the broker takes rather than losing
-tokens; only real overload (still full after the
-wait) or a failed send drops an event, and every drop is counted. ``deliver``
-does nothing: enduring events reach watchers through the journal topic itself,
-``read_committed``.
+commits). Records go one by one into the producer's open batch, which lingers
+5 ms and so batches them: a batch per drained buffer would queue behind the
+partition's previous batch (aiokafka takes a partition's next batch only once
+the previous one left), and without the linger a delta could overtake the
+``TurnStarted`` it follows, as watchers see them. The record headers are built
+once per event type. :meth:`DeltaPublisher.settle` waits (bounded) until a
+loop's deltas so far are acknowledged: the loop's writer calls it before each
+commit, so a watcher sees a step's deltas before the step's ``StepDone``,
+however fast the commit is. A full buffer makes ``publish`` wait (up to
+``full_wait``) for the sender to catch up, so a burst of streaming turns is
+slowed to what the broker takes rather than losing tokens; only real overload
+(still full after the wait) or a failed send drops an event, and every drop is
+counted. ``deliver`` does nothing: enduring events reach watchers through the
+journal topic itself, ``read_committed``.
 
 Part of ``turnstream.kafka`` (the only aiokafka importer); imports the wire
 codec; never the runtime's actor.
@@ -44,7 +46,6 @@ __all__ = ["DeltaPublisher"]
 
 _log = logging.getLogger(__name__)
 _PARTITION_CACHE = 100_000  # keys remembered (~200 B each) before starting over
-_DRAIN_MAX = 1024  # records taken from the buffer per hand-over at most
 
 # key, partition (None: aiokafka chooses), value, headers, and the future
 # settled once the record is acknowledged or dropped (for settle()).
@@ -113,27 +114,11 @@ class DeltaPublisher:
         """The sender task: hand buffered events to the producer until cancelled."""
         try:
             while True:
-                items = [await self._buffer.get()]
-                while len(items) < _DRAIN_MAX and not self._buffer.empty():
-                    items.append(self._buffer.get_nowait())
-                await self._hand_over(items)
+                await self._send_one(await self._buffer.get())
         finally:
             producer, self._producer = self._producer, None
             if producer is not None:
                 await stop_client(producer, seconds=self._send_timeout * 5)
-
-    async def _hand_over(self, items: list[_Item]) -> None:
-        """Give ``items`` to the producer: a batch per partition, in order."""
-        by_partition: dict[int, list[_Item]] = {}
-        for item in items:
-            partition = item[1]
-            if partition is None:
-                # No metadata yet: aiokafka picks the partition, record by record.
-                await self._send_one(item)
-            else:
-                by_partition.setdefault(partition, []).append(item)
-        for partition, records in by_partition.items():
-            await self._send_batches(partition, records)
 
     async def _send_one(self, item: _Item) -> None:
         key, partition, value, headers, settled = item
@@ -146,52 +131,16 @@ class DeltaPublisher:
             self._metrics.deltas_dropped += 1
             _settle(settled)
             return
-        delivery.add_done_callback(lambda done: self._delivered(done, [settled]))
-
-    async def _send_batches(self, partition: int, records: list[_Item]) -> None:
-        """Append ``records`` to as few batches as fit; send each as it fills."""
-        producer = self._producer
-        batch = producer.create_batch()
-        members: list[asyncio.Future[None]] = []
-        for item in records:
-            key, _, value, headers, settled = item
-            if batch.append(key=key, value=value, timestamp=None, headers=headers):
-                members.append(settled)
-                continue
-            if members:
-                await self._send_batch(batch, partition, members)
-            batch, members = producer.create_batch(), []
-            if batch.append(key=key, value=value, timestamp=None, headers=headers):
-                members.append(settled)
-            else:  # larger than an empty batch takes: sent alone
-                await self._send_one(item)
-        if members:
-            await self._send_batch(batch, partition, members)
-
-    async def _send_batch(
-        self, batch: Any, partition: int, members: list[asyncio.Future[None]]
-    ) -> None:
-        try:
-            async with asyncio.timeout(self._send_timeout):
-                delivery = await self._producer.send_batch(
-                    batch, self._topic, partition=partition
-                )
-        except (TimeoutError, KafkaError):
-            self._metrics.deltas_dropped += len(members)
-            for settled in members:
-                _settle(settled)
-            return
-        delivery.add_done_callback(lambda done: self._delivered(done, members))
+        delivery.add_done_callback(lambda done: self._delivered(done, settled))
 
     def _delivered(
-        self, delivery: asyncio.Future[Any], members: list[asyncio.Future[None]]
+        self, delivery: asyncio.Future[Any], settled: asyncio.Future[None]
     ) -> None:
         if delivery.cancelled() or delivery.exception() is not None:
-            self._metrics.deltas_dropped += len(members)
+            self._metrics.deltas_dropped += 1
         else:
-            self._metrics.deltas_sent += len(members)
-        for settled in members:
-            _settle(settled)
+            self._metrics.deltas_sent += 1
+        _settle(settled)
 
     async def settle(self, loop_id: UUID) -> None:
         """Return once ``loop_id``'s deltas so far are acknowledged or dropped.
