@@ -100,6 +100,10 @@ class GateTable:
         """Forget ``gate_id`` (answered, or never activated)."""
         self._gates.pop(gate_id, None)
 
+    def of_generation(self, generation: int) -> list[PendingGate]:
+        """Every open gate of one turn, in opening order (nothing removed)."""
+        return [g for g in self._gates.values() if g.generation == generation]
+
     def close_generation(self, generation: int) -> list[PendingGate]:
         """Remove and return every gate of one turn, in opening order."""
         closing = [g for g in self._gates.values() if g.generation == generation]

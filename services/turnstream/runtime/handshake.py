@@ -64,11 +64,16 @@ class TurnLink(Protocol):
         events: Sequence[EnduringEvent],
         messages: Sequence[Conversation] = (),
         *,
-        folded: CommandId | None = None,
+        folded: Sequence[CommandId] = (),
+        final: bool = False,
     ) -> None:
         """Commit ``events`` durably, then append ``messages`` to history.
 
-        ``folded`` names the draining entry a ``TurnFoldedInto`` commits.
+        ``folded`` names the draining entries the ``TurnFoldedInto`` events
+        commit (one commit folds them all, or none). ``final`` marks the turn's
+        last step: the actor takes it now and commits it in one commit with
+        the terminal (one transaction instead of two), still before history
+        grows; it returns once the actor has taken it.
 
         Raises:
             CommitError: nothing was committed (the turn was cancelled, or the

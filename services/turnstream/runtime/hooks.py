@@ -200,6 +200,11 @@ class Started:
     _finishers: list[FinishFn] = field(default_factory=list)
     _done: bool = False
 
+    @property
+    def observed(self) -> bool:
+        """Whether a finish callback waits (it may look at the journal)."""
+        return bool(self._finishers)
+
     def finish(
         self,
         outcome: Outcome,

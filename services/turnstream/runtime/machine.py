@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TypeVar
 
 from turnstream.commands import RespondGate, Retract, SubmitInput
 from turnstream.content import Conversation
 from turnstream.events import (
+    Agency,
     CancelReason,
     Cause,
+    EnduringEvent,
+    GateCloseReason,
     RejectReason,
     TurnStarted,
 )
@@ -38,6 +41,7 @@ from turnstream.runtime.gates import (
     abandon_gates,
     answer_gate,
     open_gate,
+    resolved_event,
 )
 from turnstream.runtime.handshake import (
     Completed,
@@ -82,6 +86,32 @@ class LoopStatus(StrEnum):
     RUNNING = "running"
     SHUTTING_DOWN = "shutting_down"
     STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class _Closing:
+    """What follows a committed terminal in the same commit (queue resolution).
+
+    Attributes:
+        returned: the entries returned as ``InputCancelled{reason}``.
+        stop: the loop stops after the turn (no ``LoopIdle``).
+        stop_durably: ... with a ``LoopStopped`` (a client's shutdown).
+        parks: the commit ends with ``LoopIdle``.
+    """
+
+    returned: list[QueuedInput]
+    reason: CancelReason
+    stop: bool = False
+    stop_durably: bool = False
+    parks: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """A step the actor commits with the terminal, and the history it adds."""
+
+    events: tuple[EnduringEvent, ...]
+    messages: tuple[Conversation, ...]
 
 
 class LoopMachine:
@@ -337,15 +367,24 @@ class LoopMachine:
         return active
 
     async def on_commit(self, request: CommitRequest) -> None:
-        """Commit a turn's events; only then grow history (and settle a fold)."""
-        if self._current(request.generation) is None or request.reply.done():
+        """Commit a turn's events; only then grow history (and settle a fold).
+
+        The turn's final step is only taken here: the terminal's commit
+        carries it, so a text turn ends in one commit, not two.
+        """
+        active = self._current(request.generation)
+        if active is None or request.reply.done():
             _settle(request.reply, False)  # a cancelled turn commits nothing more
+            return
+        if request.final:
+            active.held = request
+            _settle(request.reply, True)
             return
 
         def apply() -> None:
             self._messages.extend(request.messages)
-            if request.folded is not None:
-                self._inbox.folded(request.folded)
+            for command_id in request.folded:
+                self._inbox.folded(command_id)
 
         _settle(request.reply, await self._writer.commit(request.events, apply=apply))
 
@@ -444,20 +483,130 @@ class LoopMachine:
         await self._end_turn(active, message.outcome)
 
     async def _end_turn(self, active: ActiveTurn, outcome: TurnOutcome) -> None:
+        """Commit the turn's end: at best one commit, else piece by piece.
+
+        The common end -- the final (or truncated) step's ``StepDone``, the
+        terminal, the abandoned gates, the inputs it returns, and ``LoopIdle``
+        or ``LoopStopped`` -- is one commit, in exactly the order the separate
+        commits have. If that commit fails nothing of it is durable, and the
+        end is committed again piece by piece (:meth:`_end_apart`), so every
+        failure keeps the outcome it has when the pieces commit alone.
+        """
         active.close()
-        interrupted = isinstance(outcome, Interrupted)
-        if not isinstance(outcome, Completed) and outcome.truncated is not None:
+        step: _Step | None = None
+        if active.held is not None:
+            held = active.held
+            step = _Step(tuple(held.events), tuple(held.messages))
+        elif not isinstance(outcome, Completed) and outcome.truncated is not None:
             pending = outcome.truncated
-            # An interrupted prefix gets a short grace, detached from the turn.
-            grace = self.config.truncated_commit_grace if interrupted else None
-            await self._writer.commit_step(
-                active.ended,
-                pending,
-                apply=lambda: self._messages.append(pending.message),
-                within=grace,
-            )
+            if isinstance(outcome, Failed):
+                event = self._writer.step_event(active.ended, pending)
+                step = _Step((event,), (pending.message,))
+            else:
+                # An interrupted prefix has a short grace of its own (§4.5):
+                # never merged, so the grace bounds the prefix alone.
+                await self._writer.commit_step(
+                    active.ended,
+                    pending,
+                    apply=lambda: self._messages.append(pending.message),
+                    within=self.config.truncated_commit_grace,
+                )
         if self.status is LoopStatus.RUNNING:
             self.status = LoopStatus.IDLE
+        if await self._end_together(active, outcome, step):
+            return
+        await self._end_apart(active, outcome, step)
+
+    def _closing(self, outcome: TurnOutcome) -> _Closing:
+        """How the queue resolves after a committed terminal (§4.6), unapplied."""
+        inbox = self._inbox
+        everything = [*inbox.draining, *inbox.entries()]  # the take_all order
+        interrupted = isinstance(outcome, Interrupted)
+        if self.status is LoopStatus.SHUTTING_DOWN:
+            durably = self._stop_durably and not self._stopped and self.config.hosted
+            reason = (
+                CancelReason.TURN_INTERRUPTED
+                if interrupted
+                else CancelReason.TURN_FAILED
+            )
+            return _Closing(everything, reason, stop=True, stop_durably=durably)
+        if isinstance(outcome, Failed):
+            return _Closing(everything, CancelReason.TURN_FAILED, parks=True)
+        if interrupted:
+            machine = [e for e in everything if e.agency is not Agency.USER]
+            return _Closing(machine, CancelReason.TURN_INTERRUPTED, parks=True)
+        # A completed turn with input waiting chains: no LoopIdle (§4.6).
+        return _Closing([], CancelReason.TURN_FAILED, parks=not everything)
+
+    def _apply_closing(self, outcome: TurnOutcome, closing: _Closing) -> None:
+        if closing.stop or isinstance(outcome, Failed):
+            self._inbox.take_all()
+        elif isinstance(outcome, Interrupted):
+            self._inbox.keep_user_input()
+        else:
+            self._inbox.requeue_draining()
+        if closing.stop_durably:
+            self._stopped = True
+
+    async def _end_together(
+        self, active: ActiveTurn, outcome: TurnOutcome, step: _Step | None
+    ) -> bool:
+        """The turn's end as one commit; ``False`` (nothing changed) if it failed."""
+        ended = active.ended
+        writer = self._writer
+        events: list[EnduringEvent] = []
+        if step is not None:
+            events += step.events
+        events.append(writer.terminal(ended, outcome))
+        # A Turn hook's finish sees the terminal durable and nothing after it
+        # (§4.6 steps 2-5), so with one the rest is a commit of its own.
+        tail = not active.hook.observed
+        gates = self._gates.of_generation(active.generation) if tail else []
+        reason = GateCloseReason.ABANDONED
+        events += [resolved_event(self._factory, g, reason) for g in gates]
+        closing = self._closing(outcome)
+        if tail:
+            events += writer.cancelled_events(closing.returned, closing.reason, ended)
+            if closing.stop_durably:
+                events.append(writer.stopped_event())
+            if closing.parks:
+                events.append(writer.idle_event())
+
+        def apply() -> None:
+            if step is not None:
+                self._messages.extend(step.messages)
+            if tail:
+                self._gates.close_generation(active.generation)
+                self._apply_closing(outcome, closing)
+
+        if not await writer.commit(events, apply=apply):
+            return False
+        active.hook.finish(*hook_outcome(outcome))
+        self._active = None
+        if not tail:
+            await abandon_gates(self._gates, writer, active.generation)
+            await self._resolve_queue(active, outcome, terminal_ok=True)
+            return True
+        for gate in gates:
+            gate.settle(None)
+        if closing.stop:
+            self.status = LoopStatus.STOPPED  # quiet: no LoopIdle (§10.1.6)
+        elif isinstance(outcome, Interrupted):
+            await self._start_next()  # retained user input starts after LoopIdle
+        elif not closing.parks and not await self._start_next():
+            await writer.park()
+        return True
+
+    async def _end_apart(
+        self, active: ActiveTurn, outcome: TurnOutcome, step: _Step | None
+    ) -> None:
+        """The turn's end as separate commits, each failure with its own outcome."""
+        if step is not None:
+            committed = await self._writer.commit(
+                step.events, apply=lambda: self._messages.extend(step.messages)
+            )
+            if not committed and isinstance(outcome, Completed):
+                outcome = Interrupted()  # any commit error interrupts (§10.1.7)
         terminal = self._writer.terminal(active.ended, outcome)
         terminal_ok = await self._writer.commit([terminal])
         active.hook.finish(*hook_outcome(outcome))

@@ -182,13 +182,18 @@ class StateQuery:
 
 @dataclass(frozen=True, slots=True)
 class CommitRequest:
-    """Commit ``events``, then append ``messages`` to history; reply committed."""
+    """Commit ``events``, then append ``messages`` to history; reply committed.
+
+    A ``final`` request (the turn's last step) is taken, not committed: the
+    actor commits it with the terminal and replies once it has taken it.
+    """
 
     generation: int
     events: Sequence[EnduringEvent]
     messages: Sequence[Conversation]
-    folded: CommandId | None
+    folded: tuple[CommandId, ...]
     reply: asyncio.Future[bool]
+    final: bool = False
 
 
 @dataclass(frozen=True, slots=True)

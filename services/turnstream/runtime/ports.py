@@ -51,6 +51,7 @@ __all__ = [
     "RandomIds",
     "Recovery",
     "SequentialTool",
+    "SettlingHub",
     "SubscribableHub",
     "SystemClock",
     "Tool",
@@ -116,6 +117,22 @@ class LiveHub(Protocol):
 
     async def deliver(self, events: Sequence[EnduringEvent]) -> None:
         """Deliver enduring events, called only after their journal commit."""
+        ...
+
+
+@runtime_checkable
+class SettlingHub(Protocol):
+    """Trait of a hub whose ephemeral events travel apart from the journal.
+
+    There a watcher could see a commit before the deltas published ahead of it;
+    the loop's writer calls :meth:`settle` before each commit so it does not.
+    """
+
+    async def settle(self, loop_id: LoopId) -> None:
+        """Return once ``loop_id``'s events published so far are handed on.
+
+        Bounded by the hub itself; never raises.
+        """
         ...
 
 

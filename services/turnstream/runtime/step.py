@@ -141,6 +141,8 @@ async def _consume(
     """Iterate the model stream; every failure becomes a :class:`TurnError`."""
     provider = spec.model.name
     stream: AsyncIterator[ModelEvent] | None = None
+    # Every delta of the step carries the same header (frozen, so shared).
+    header = spec.factory.header(turn_id=spec.turn_id, step_id=step_id)
     try:
         async with asyncio.timeout(spec.config.step_timeout):
             stream = spec.model.stream(request)
@@ -149,13 +151,7 @@ async def _consume(
                     return item
                 # The delta goes out before the chunk is folded (contract §4.4).
                 await link.publish(
-                    TokenDelta(
-                        header=spec.factory.header(
-                            turn_id=spec.turn_id, step_id=step_id
-                        ),
-                        turn_index=spec.turn_index,
-                        chunk=item,
-                    )
+                    TokenDelta(header=header, turn_index=spec.turn_index, chunk=item)
                 )
                 acc.add(item)
     except TimeoutError:

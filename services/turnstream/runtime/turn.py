@@ -2,11 +2,13 @@
 
 Owns :func:`run_turn`: build each step's request from the pre-turn history
 plus the turn's staged messages, stream it, validate it, enforce the tool
-limits (strict and late, §10.1.8), run the tool batch, commit the step group
-through the actor, fold queued input after a tool step (§4.7), and return
-exactly one outcome. It never touches loop state and never publishes an
-enduring event itself. Cancellation propagates (the caller turns it into
-``TurnInterrupted``); a commit error ends the turn interrupted (§10.1.7).
+limits (strict and late, §10.1.8), run the tool batch, commit a tool step's
+group through the actor, fold queued input after a tool step (§4.7), and return
+exactly one outcome. The final text step is handed over as ``final``: the
+actor commits its ``StepDone`` together with the terminal. It never touches
+loop state and never publishes an enduring event itself. Cancellation
+propagates (the caller turns it into ``TurnInterrupted``); a commit error ends
+the turn interrupted (§10.1.7).
 Imports the step, tool and handshake modules and value types.
 """
 
@@ -139,7 +141,7 @@ async def _step(
         return Failed(error)
     if not result.calls:
         # A text-only answer always wins, whatever the tool counts (§10.1.8).
-        await _commit_group(spec, link, step_id, (message,))
+        await _commit_group(spec, link, step_id, (message,), final=True)
         return Completed(message=message, usage=progress.usage)
     limit = _over_limit(spec, progress, len(result.calls))
     if limit is not None:
@@ -178,18 +180,28 @@ async def _commit_group(
     link: TurnLink,
     step_id: StepId,
     group: tuple[AIMessage | ToolResultMessage, ...],
+    *,
+    final: bool = False,
 ) -> None:
     event = StepDone(
         header=spec.factory.header(turn_id=spec.turn_id, step_id=step_id),
         messages=group,
     )
-    await link.commit([event], group)
+    await link.commit([event], group, final=final)
 
 
 async def _fold(spec: TurnSpec, link: TurnLink, progress: _Progress) -> None:
-    """Fold the leading run of queued input after a committed tool step."""
-    for entry in await link.drain():
-        event = TurnFoldedInto(
+    """Fold the leading run of queued input after a committed tool step.
+
+    One commit folds the whole run, in order: each ``TurnFoldedInto`` stays one
+    event, and a failed commit leaves every entry draining (returned on the
+    interrupt that follows), so nothing is folded half-way.
+    """
+    entries = await link.drain()
+    if not entries:
+        return
+    events = [
+        TurnFoldedInto(
             header=spec.factory.header(
                 turn_id=spec.turn_id,
                 cause=Cause(command_id=entry.command_id, agency=entry.agency),
@@ -197,5 +209,8 @@ async def _fold(spec: TurnSpec, link: TurnLink, progress: _Progress) -> None:
             turn_index=spec.turn_index,
             message=entry.message,
         )
-        await link.commit([event], [entry.message], folded=entry.command_id)
-        progress.staged.append(entry.message)
+        for entry in entries
+    ]
+    messages = [entry.message for entry in entries]
+    await link.commit(events, messages, folded=[e.command_id for e in entries])
+    progress.staged.extend(messages)

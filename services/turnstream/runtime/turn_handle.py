@@ -76,12 +76,18 @@ class ActorLink:
         events: Sequence[EnduringEvent],
         messages: Sequence[Conversation] = (),
         *,
-        folded: CommandId | None = None,
+        folded: Sequence[CommandId] = (),
+        final: bool = False,
     ) -> None:
         """Ask the actor to commit; raise :class:`CommitError` if it did not."""
         reply: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         request = CommitRequest(
-            self.generation, tuple(events), tuple(messages), folded, reply
+            self.generation,
+            tuple(events),
+            tuple(messages),
+            tuple(folded),
+            reply,
+            final=final,
         )
         if not self._mail.put_internal(request):
             raise CommitError("loop stopped")
@@ -120,6 +126,7 @@ class ActiveTurn:
     link: ActorLink
     draft: TurnDraft
     task: asyncio.Task[TurnOutcome] | None = None
+    held: CommitRequest | None = None  # the final step, committed with the terminal
     cancelling: bool = False
     timer: asyncio.TimerHandle | None = None
 

@@ -5,11 +5,14 @@ commit` stamps enduring events (``event_id`` + ``created_at``), appends them to
 the journal as one atomic commit under a timeout (with the loop's
 :class:`~turnstream.runtime.progress.CommandProgress` as it stands once they
 are committed), applies the caller's state
-change only if the append committed, and only then delivers them live;
+change only if the append committed, and only then delivers them live (a
+hub whose deltas travel apart from the journal, a
+:class:`~turnstream.runtime.ports.SettlingHub`, is settled first, so the
+loop's deltas so far reach watchers before the commit does);
 :meth:`LoopWriter.publish` sends ephemeral events (which may be dropped). It
 also builds the events the actor itself emits (``LoopStarted``, ``LoopIdle``,
-``TurnRejected``, ``InputQueued``, ``InputCancelled``, a truncated step's
-``StepDone`` and the terminals).
+``TurnRejected``, ``InputQueued``, ``InputCancelled``, the ``StepDone`` of a
+final or truncated step, and the terminals).
 
 Failures never escape: a refused or timed-out append returns ``False`` (and is
 logged with its type only, never content); a hub failure is logged. Imports
@@ -52,7 +55,7 @@ from turnstream.runtime.handshake import (
     TurnOutcome,
 )
 from turnstream.runtime.input_queue import QueuedInput
-from turnstream.runtime.ports import Journal, LiveHub
+from turnstream.runtime.ports import Journal, LiveHub, SettlingHub
 from turnstream.runtime.progress import CommandProgress, ProgressTracker
 from turnstream.runtime.stamping import EventFactory
 
@@ -87,6 +90,7 @@ class LoopWriter:
         self.progress = ProgressTracker(progress)
         self._journal = journal
         self._hub = hub
+        self._settling = hub if isinstance(hub, SettlingHub) else None
         self._commit_timeout = commit_timeout
 
     async def commit(
@@ -112,6 +116,9 @@ class LoopWriter:
             _log.warning("event id could not be minted")
             return False
         answered = [r for r in (e.reply_to() for e in stamped) if r is not None]
+        if self._settling is not None:
+            # The deltas streamed before this commit reach watchers first.
+            await self._settling.settle(self.loop_id)
         try:
             async with asyncio.timeout(within or self._commit_timeout):
                 await self._journal.append(
@@ -158,9 +165,13 @@ class LoopWriter:
         """A ``LoopStopped`` for this loop (a client's shutdown)."""
         return LoopStopped(header=self.factory.header())
 
+    def idle_event(self) -> LoopIdle:
+        """A ``LoopIdle`` for this loop (unstamped)."""
+        return LoopIdle(header=self.factory.header(named=True))
+
     async def park(self) -> None:
         """Commit ``LoopIdle``: the loop parked with nothing left to start."""
-        await self.commit([LoopIdle(header=self.factory.header(named=True))])
+        await self.commit([self.idle_event()])
 
     async def queued(self, command_id: CommandId) -> None:
         """Publish ``InputQueued`` for an input waiting behind a turn."""
@@ -181,9 +192,17 @@ class LoopWriter:
         ended: EndedTurn | None,
     ) -> None:
         """Commit one ``InputCancelled`` per entry, in order, as one commit."""
-        if not entries:
-            return
-        events = [
+        if entries:
+            await self.commit(self.cancelled_events(entries, reason, ended))
+
+    def cancelled_events(
+        self,
+        entries: Sequence[QueuedInput],
+        reason: CancelReason,
+        ended: EndedTurn | None,
+    ) -> list[InputCancelled]:
+        """One ``InputCancelled`` per entry, in order (unstamped)."""
+        return [
             InputCancelled(
                 header=self.factory.header(
                     turn_id=ended.turn_id if ended else None,
@@ -195,7 +214,6 @@ class LoopWriter:
             )
             for e in entries
         ]
-        await self.commit(events)
 
     async def commit_step(
         self,
@@ -205,12 +223,17 @@ class LoopWriter:
         apply: Callable[[], None],
         within: float | None,
     ) -> bool:
-        """Commit a truncated step's safe prefix as its ``StepDone``."""
-        step = StepDone(
+        """Commit a step's group (a final answer, a safe prefix) as its ``StepDone``."""
+        return await self.commit(
+            [self.step_event(ended, pending)], apply=apply, within=within
+        )
+
+    def step_event(self, ended: EndedTurn, pending: PendingStep) -> StepDone:
+        """The ``StepDone`` of a step the actor commits itself (unstamped)."""
+        return StepDone(
             header=self.factory.header(turn_id=ended.turn_id, step_id=pending.step_id),
             messages=(pending.message,),
         )
-        return await self.commit([step], apply=apply, within=within)
 
     def terminal(self, ended: EndedTurn, outcome: TurnOutcome) -> EnduringEvent:
         """The terminal event for ``outcome`` (unstamped)."""

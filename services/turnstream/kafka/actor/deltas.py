@@ -4,12 +4,20 @@ Owns :class:`DeltaPublisher`. ``publish`` encodes an ephemeral event and puts
 it on a bounded buffer; one sender task hands the buffer to a separate
 *non-transactional* ``acks=1`` producer, immediately and outside any
 transaction (deltas must reach watchers while the turn streams, not when it
-commits). A full buffer makes ``publish`` wait (up to ``full_wait``) for the
-sender to catch up, so a burst of streaming turns is slowed to what the broker
-takes rather than losing tokens; only real overload (still full after the
-wait) or a failed send drops an event, and every drop is counted. ``deliver``
-does nothing: enduring events reach watchers through the journal topic itself,
-``read_committed``.
+commits). Records go one by one into the producer's open batch, which lingers
+5 ms and so batches them: a batch per drained buffer would queue behind the
+partition's previous batch (aiokafka takes a partition's next batch only once
+the previous one left), and without the linger a delta could overtake the
+``TurnStarted`` it follows, as watchers see them. The record headers are built
+once per event type. :meth:`DeltaPublisher.settle` waits (bounded) until a
+loop's deltas so far are acknowledged: the loop's writer calls it before each
+commit, so a watcher sees a step's deltas before the step's ``StepDone``,
+however fast the commit is. A full buffer makes ``publish`` wait (up to
+``full_wait``) for the sender to catch up, so a burst of streaming turns is
+slowed to what the broker takes rather than losing tokens; only real overload
+(still full after the wait) or a failed send drops an event, and every drop is
+counted. ``deliver`` does nothing: enduring events reach watchers through the
+journal topic itself, ``read_committed``.
 
 Part of ``turnstream.kafka`` (the only aiokafka importer); imports the wire
 codec; never the runtime's actor.
@@ -18,9 +26,11 @@ codec; never the runtime's actor.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
@@ -36,6 +46,10 @@ __all__ = ["DeltaPublisher"]
 
 _log = logging.getLogger(__name__)
 _PARTITION_CACHE = 100_000  # keys remembered (~200 B each) before starting over
+
+# key, partition (None: aiokafka chooses), value, headers, and the future
+# settled once the record is acknowledged or dropped (for settle()).
+_Item = tuple[bytes, int | None, bytes, list[tuple[str, bytes]], asyncio.Future[None]]
 
 
 class DeltaPublisher:
@@ -71,14 +85,16 @@ class DeltaPublisher:
         self._metrics = metrics
         self._send_timeout = send_timeout
         self._full_wait = full_wait
-        self._buffer: asyncio.Queue[
-            tuple[bytes, int | None, bytes, list[tuple[str, bytes]]]
-        ] = asyncio.Queue(maxsize=capacity)
+        self._buffer: asyncio.Queue[_Item] = asyncio.Queue(maxsize=capacity)
         self._producer: Any = None
         # aiokafka hashes every keyed record with a pure-Python murmur2 (~8 µs);
         # a loop's deltas all go to one partition, so hash each key once.
         self._partitions: dict[bytes, tuple[int, int]] = {}
         self._partitioner = DefaultPartitioner()
+        # Record headers name the event type and schema: constant per type.
+        self._headers: dict[type[EphemeralEvent], list[tuple[str, bytes]]] = {}
+        # Per loop: the future of its latest delta not yet acknowledged.
+        self._latest: dict[UUID, asyncio.Future[None]] = {}
 
     async def start(self) -> None:
         """Start the producer.
@@ -98,30 +114,46 @@ class DeltaPublisher:
         """The sender task: hand buffered events to the producer until cancelled."""
         try:
             while True:
-                key, partition, value, headers = await self._buffer.get()
-                try:
-                    async with asyncio.timeout(self._send_timeout):
-                        delivery = await self._producer.send(
-                            self._topic,
-                            value,
-                            key=key,
-                            partition=partition,
-                            headers=headers,
-                        )
-                except (TimeoutError, KafkaError):
-                    self._metrics.deltas_dropped += 1
-                    continue
-                delivery.add_done_callback(self._delivered)
+                await self._send_one(await self._buffer.get())
         finally:
             producer, self._producer = self._producer, None
             if producer is not None:
                 await stop_client(producer, seconds=self._send_timeout * 5)
 
-    def _delivered(self, delivery: asyncio.Future[Any]) -> None:
+    async def _send_one(self, item: _Item) -> None:
+        key, partition, value, headers, settled = item
+        try:
+            async with asyncio.timeout(self._send_timeout):
+                delivery = await self._producer.send(
+                    self._topic, value, key=key, partition=partition, headers=headers
+                )
+        except (TimeoutError, KafkaError):
+            self._metrics.deltas_dropped += 1
+            _settle(settled)
+            return
+        delivery.add_done_callback(lambda done: self._delivered(done, settled))
+
+    def _delivered(
+        self, delivery: asyncio.Future[Any], settled: asyncio.Future[None]
+    ) -> None:
         if delivery.cancelled() or delivery.exception() is not None:
             self._metrics.deltas_dropped += 1
         else:
             self._metrics.deltas_sent += 1
+        _settle(settled)
+
+    async def settle(self, loop_id: UUID) -> None:
+        """Return once ``loop_id``'s deltas so far are acknowledged or dropped.
+
+        Bounded by the send timeout: a commit is never held up by a slow
+        deltas topic for longer than one hand-over may take.
+        """
+        latest = self._latest.pop(loop_id, None)
+        if latest is None or latest.done():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._send_timeout):
+                await asyncio.shield(latest)
 
     async def publish(self, event: EphemeralEvent) -> None:
         """Buffer ``event`` for sending; wait for room, drop it on real overload."""
@@ -136,7 +168,11 @@ class DeltaPublisher:
             self._metrics.deltas_dropped += 1
             return
         key = loop_key(loop_id)
-        item = (key, self._partition(key), value, self._codec.kafka_headers(event))
+        headers = self._headers.get(type(event))
+        if headers is None:
+            headers = self._headers[type(event)] = self._codec.kafka_headers(event)
+        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        item = (key, self._partition(key), value, headers, settled)
         try:
             self._buffer.put_nowait(item)
         except asyncio.QueueFull:
@@ -145,6 +181,8 @@ class DeltaPublisher:
                     await self._buffer.put(item)
             except TimeoutError:
                 self._metrics.deltas_dropped += 1
+                return
+        self._latest[loop_id] = settled
 
     def _partition(self, key: bytes) -> int | None:
         """The default partitioner's choice for ``key``, hashed once per loop.
@@ -168,3 +206,8 @@ class DeltaPublisher:
 
     async def deliver(self, events: Sequence[EnduringEvent]) -> None:
         """Nothing to do: the journal topic is how enduring events go live."""
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
