@@ -45,7 +45,6 @@ __all__ = [
     "Miss",
     "Source",
     "Unsupported",
-    "collect_named",
     "model_class",
     "short_name",
     "write_int",
@@ -104,27 +103,6 @@ def model_class(record_name: str) -> type[BaseModel]:
     if cls is None:
         raise Unsupported(record_name)
     return cls
-
-
-def collect_named(schema: Any, named: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Every named type defined in ``schema``, by full name.
-
-    A parsed schema inlines a named type where it first occurs and refers to
-    it by name afterwards; the generators resolve those references here.
-    """
-    named = {} if named is None else named
-    if isinstance(schema, list):
-        for branch in schema:
-            collect_named(branch, named)
-    elif isinstance(schema, dict):
-        if schema.get("type") in ("record", "enum", "fixed"):
-            named.setdefault(str(schema["name"]), schema)
-        for field in schema.get("fields", ()):
-            collect_named(field["type"], named)
-        for key in ("items", "values"):
-            if key in schema:
-                collect_named(schema[key], named)
-    return named
 
 
 def zigzag_bytes(n: int) -> bytes:

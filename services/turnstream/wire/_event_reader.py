@@ -43,11 +43,11 @@ from turnstream.wire._codegen import (
     Miss,
     Source,
     Unsupported,
-    collect_named,
     model_class,
     short_name,
     zigzag_bytes,
 )
+from turnstream.wire.schemas import named_types
 
 __all__ = ["EventReader", "compile_event_reader", "read_long"]
 
@@ -619,7 +619,7 @@ def compile_event_reader(
     path decodes them or raises the typed error. The frame header
     (``body_offset`` bytes) is checked by the caller.
     """
-    named = collect_named(envelope)
+    named: dict[str, Any] = named_types(envelope)
     if [f["name"] for f in envelope["fields"]] != ["header", "payload"]:
         return None
     header_schema, payload = (

@@ -37,7 +37,6 @@ from turnstream.wire._codegen import (
     Miss,
     Source,
     Unsupported,
-    collect_named,
     model_class,
     short_name,
     write_int,
@@ -45,6 +44,7 @@ from turnstream.wire._codegen import (
     zigzag_bytes,
 )
 from turnstream.wire._compiled import _string
+from turnstream.wire.schemas import named_types
 
 __all__ = ["EventWriter", "compile_event_writers", "uuid_text"]
 
@@ -300,7 +300,7 @@ def compile_event_writers(
     followed by the body. Event classes the generator does not cover are left
     out; the codec writes those on the generic path.
     """
-    named = collect_named(envelope)
+    named: dict[str, Any] = named_types(envelope)
     fields = [f["name"] for f in envelope["fields"]]
     if fields != ["header", "payload"]:
         raise Unsupported(envelope["name"])

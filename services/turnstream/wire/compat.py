@@ -59,6 +59,7 @@ from turnstream.wire.schemas import (
     TopicSchema,
     default_schema_dir,
     load_topic_schemas,
+    named_types,
 )
 
 __all__ = [
@@ -107,25 +108,6 @@ class Problem:
 # --------------------------------------------------------------------------
 # Static check
 # --------------------------------------------------------------------------
-
-
-def _named_types(schema: Schema, out: dict[str, Schema]) -> dict[str, Schema]:
-    """Collect every named type defined inside a parsed schema, by full name."""
-    if isinstance(schema, list):
-        for branch in schema:
-            _named_types(branch, out)
-    elif isinstance(schema, dict):
-        kind = schema.get("type")
-        if kind in _NAMED:
-            out.setdefault(str(schema["name"]), schema)
-        if kind in ("record", "error"):
-            for f in schema["fields"]:
-                _named_types(f["type"], out)
-        elif kind == "array":
-            _named_types(schema["items"], out)
-        elif kind == "map":
-            _named_types(schema["values"], out)
-    return out
 
 
 @dataclass
@@ -308,7 +290,7 @@ def _lint(topic: str, schema: Schema) -> list[Problem]:
         Problem(
             topic, name, "enum has no default (old readers cannot survive new symbols)"
         )
-        for name, named in _named_types(schema, {}).items()
+        for name, named in named_types(schema).items()
         if isinstance(named, dict)
         and named.get("type") == "enum"
         and "default" not in named
@@ -324,7 +306,7 @@ class _Sampler:
     """Deterministic values of a schema; unions round-robin over branches."""
 
     def __init__(self, schema: Schema) -> None:
-        self.named = _named_types(schema, {})
+        self.named = named_types(schema)
         self.turn: dict[int, int] = {}
         self.n = 0
 
@@ -473,8 +455,8 @@ def check_sets(
         if new_schema is None:
             problems.append(Problem(topic.value, "", "topic schema removed"))
             continue
-        old_named = _named_types(old_schema.parsed, {})
-        new_named = _named_types(new_schema.parsed, {})
+        old_named = named_types(old_schema.parsed)
+        new_named = named_types(new_schema.parsed)
         back = _Walk(topic.value, old_named, new_named, forward=False)
         back.compare(old_schema.parsed, new_schema.parsed, _short(old_schema.name))
         problems += back.problems

@@ -48,6 +48,7 @@ __all__ = [
     "fingerprint_of",
     "load_schema_file",
     "load_topic_schemas",
+    "named_types",
 ]
 
 NAMESPACE: Final = "turnstream.v1"
@@ -440,3 +441,29 @@ def _min_width(
     if schema in named and schema not in seen:
         width = _min_width(named[schema], named, seen | {schema})
     return width
+
+
+def named_types(
+    schema: Schema, out: dict[str, Schema] | None = None
+) -> dict[str, Schema]:
+    """Every named type defined inside a parsed schema, by full name.
+
+    A parsed schema inlines a named type where it first occurs and refers to
+    it by name afterwards; a reader of the schema resolves those names here.
+    """
+    out = {} if out is None else out
+    if isinstance(schema, list):
+        for branch in schema:
+            named_types(branch, out)
+    elif isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind in _NAMED_KINDS:
+            out.setdefault(str(schema["name"]), schema)
+        if kind in ("record", "error"):
+            for f in schema["fields"]:
+                named_types(f["type"], out)
+        elif kind == "array":
+            named_types(schema["items"], out)
+        elif kind == "map":
+            named_types(schema["values"], out)
+    return out
