@@ -145,21 +145,22 @@ async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
             actor.lines[start:] for actor, start in zip(actors, before, strict=True)
         ]
 
-        async def all_answered() -> None:
+        async def all_answered_and_ended() -> None:
+            # A submit's answer is its TurnStarted; the turn's end is committed
+            # after it, so the invariants are awaited too, within the bound.
             entries = await read_all(bootstrap, topics, PARTITIONS)
             answered = {
                 e.event.reply_to() for e in entries if e.event.reply_to() is not None
             }
             assert set(submitted) <= answered
+            check_journal(entries, submitted)
 
-        await assert_eventually(all_answered, timeout=120, interval=1.0)
+        await assert_eventually(all_answered_and_ended, timeout=120, interval=1.0)
         fleet.note_exits()
         assert fleet.self_exits == []
         assert all(a.alive for a in actors)
         for lines in outage_lines:
             assert len(lines) < 50, "\n".join(lines[-60:])
-        entries = await read_all(bootstrap, topics, PARTITIONS)
-        check_journal(entries, submitted)
     finally:
         stop.set()
         await fleet.close()
