@@ -1,4 +1,4 @@
-"""Latency seen by a subscriber: submit -> TurnStarted, model chunk -> TokenDelta.
+"""Latency seen by a subscriber: submit -> TurnStarted / turn end, chunk -> TokenDelta.
 
 An in-process loop-actor service runs ``loops`` loops in parallel, each doing
 ``turns`` text turns one after the other (submit, wait for the turn's end,
@@ -16,12 +16,19 @@ everything. Measured, with one monotonic clock:
   yields the ``TokenDelta`` carrying it (encoded, sent ``acks=1`` outside any
   transaction, read by the session).
 
-Kafka's own floor for the same two paths is measured in the same run with
-plain aiokafka (:func:`raw_latency`): a relay consumes a command, writes one
-record in a transaction and commits; a ``read_committed`` reader sees it
-(submit path); and an ``acks=1`` record to a ``read_uncommitted`` reader
-(delta path). The relay commits the command's offset in its transaction, as
-the service does. Usage::
+* **submit -> turn end**: from just before the submit to the moment the
+  subscription yields the turn's last event (``LoopIdle``, committed with the
+  final ``StepDone`` and ``TurnDone``).
+
+Kafka's own floor for the same paths is measured in the same run with plain
+aiokafka (:func:`raw_latency`): a relay consumes a command, writes one record
+in a transaction and commits; a ``read_committed`` reader sees it (submit
+path); the same relay then writes a second record in a second transaction, as
+many serial transactions as the contract needs for a text turn (``TurnStarted``
+durable before the history changes, then the turn's end), and the reader sees
+that one (turn-end path); and an ``acks=1`` record to a ``read_uncommitted``
+reader (delta path). The relay commits the command's offset in its first
+transaction, as the service does. Usage::
 
     python bench/latency_bench.py --case 1x20 --case 20x5
 """
@@ -127,6 +134,7 @@ async def turnstream_latency(
             metrics=metrics,
         )
         started_lat: list[float] = []
+        ended_lat: list[float] = []
         delta_lat: list[float] = []
         inboxes: dict[uuid.UUID, asyncio.Queue[tuple[AnyEvent, float]]] = defaultdict(
             asyncio.Queue
@@ -165,6 +173,7 @@ async def turnstream_latency(
                         ):
                             started_lat.append(seen - sent)
                         if isinstance(event, LoopIdle):
+                            ended_lat.append(seen - sent)
                             break
 
             pump = asyncio.create_task(demux())
@@ -182,9 +191,35 @@ async def turnstream_latency(
         "loops": loops,
         "turns_per_loop": turns,
         "submit_to_turn_started_ms": percentiles(started_lat),
+        "submit_to_turn_end_ms": percentiles(ended_lat),
         "chunk_to_token_delta_ms": percentiles(delta_lat),
         "token_deltas_expected": loops * turns * CHUNKS_PER_TURN,
     }
+
+
+async def _relay(
+    relay_in: AIOKafkaConsumer, relay_out: AIOKafkaProducer, events: str, group: str
+) -> None:
+    """Consume commands; per command, two serial transactions to ``events``.
+
+    The first is the protocol path of one turnstream commit (record and the
+    command's offset); the second stands for a text turn's end.
+    """
+    while True:
+        batch = await relay_in.getmany(timeout_ms=1000)
+        for tp, records in batch.items():
+            for record in records:
+                async with relay_out.transaction():
+                    await relay_out.send_and_wait(
+                        events, record.value, key=record.key, partition=0
+                    )
+                    await relay_out.send_offsets_to_transaction(
+                        {tp: record.offset + 1}, group
+                    )
+                async with relay_out.transaction():
+                    await relay_out.send_and_wait(
+                        events, record.value, key=record.key, partition=0
+                    )
 
 
 async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
@@ -222,42 +257,34 @@ async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
                 await consumer.seek_to_end(tp)
                 await consumer.position(tp)
 
-            async def relay() -> None:
-                while True:
-                    batch = await relay_in.getmany(timeout_ms=1000)
-                    for tp, records in batch.items():
-                        for record in records:
-                            # consume -> transaction{record, offset} -> commit:
-                            # the protocol path of one turnstream commit.
-                            async with relay_out.transaction():
-                                await relay_out.send_and_wait(
-                                    events, record.value, key=record.key, partition=0
-                                )
-                                await relay_out.send_offsets_to_transaction(
-                                    {tp: record.offset + 1}, f"raw-latency-{tag}"
-                                )
-
-            async def next_record(consumer: AIOKafkaConsumer) -> float:
-                while True:
+            async def next_records(consumer: AIOKafkaConsumer, n: int) -> list[float]:
+                seen: list[float] = []
+                while len(seen) < n:
                     batch = await consumer.getmany(timeout_ms=1000)
-                    if any(batch.values()):
-                        return time.monotonic()
+                    at = time.monotonic()
+                    seen.extend(at for records in batch.values() for _ in records)
+                return seen[:n]
 
             txn: list[float] = []
+            txn2: list[float] = []
             plain: list[float] = []
-            relay_task = asyncio.create_task(relay())
+            relay_task = asyncio.create_task(
+                _relay(relay_in, relay_out, events, f"raw-latency-{tag}")
+            )
             try:
                 async with asyncio.timeout(120):
                     payload = b"x" * 300
                     for _ in range(samples):
-                        waiter = asyncio.create_task(next_record(readers[events]))
+                        waiter = asyncio.create_task(next_records(readers[events], 2))
                         sent = time.monotonic()
                         await client.send_and_wait(commands, payload, partition=0)
-                        txn.append(await waiter - sent)
-                        waiter = asyncio.create_task(next_record(readers[deltas]))
+                        first, second = await waiter
+                        txn.append(first - sent)
+                        txn2.append(second - sent)
+                        delta = asyncio.create_task(next_records(readers[deltas], 1))
                         sent = time.monotonic()
                         await lossy.send(deltas, payload, partition=0)
-                        plain.append(await waiter - sent)
+                        plain.append((await delta)[0] - sent)
             finally:
                 relay_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -269,6 +296,7 @@ async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
     return {
         "samples": samples,
         "command_to_committed_record_ms": percentiles(txn),
+        "command_to_second_committed_record_ms": percentiles(txn2),
         "acks1_record_to_reader_ms": percentiles(plain),
     }
 
@@ -283,7 +311,9 @@ async def bench(
     """The raw floor, then each ``(loops, turns)`` case with its p50 ratios."""
     raw = await raw_latency(bootstrap, samples=raw_samples)
     floor_txn = raw["command_to_committed_record_ms"]["p50"]
+    floor_end = raw["command_to_second_committed_record_ms"]["p50"]
     floor_plain = raw["acks1_record_to_reader_ms"]["p50"]
+    floor_plain_p99 = raw["acks1_record_to_reader_ms"]["p99"]
     runs = []
     for loops, turns in cases:
         ts = await turnstream_latency(
@@ -291,8 +321,13 @@ async def bench(
         )
         started = ts["submit_to_turn_started_ms"]["p50"]
         delta = ts["chunk_to_token_delta_ms"]["p50"]
+        ended = ts["submit_to_turn_end_ms"]["p50"]
         ts["p50_ratio_turn_started_vs_raw"] = round(started / floor_txn, 2)
+        ts["p50_ratio_turn_end_vs_raw"] = round(ended / floor_end, 2)
         ts["p50_ratio_token_delta_vs_raw"] = round(delta / floor_plain, 2)
+        ts["p99_ratio_token_delta_vs_raw"] = round(
+            ts["chunk_to_token_delta_ms"]["p99"] / floor_plain_p99, 2
+        )
         runs.append(ts)
     return {"raw": raw, "cases": runs}
 
