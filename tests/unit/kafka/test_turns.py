@@ -14,7 +14,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from turnstream.content import AIMessage, TextBlock, UserMessage
+from turnstream.content import AIMessage, TextBlock, TextChunk, UserMessage
 from turnstream.errors import SessionError
 from turnstream.events import (
     AnyEvent,
@@ -23,6 +23,7 @@ from turnstream.events import (
     Header,
     RejectReason,
     StepDone,
+    TokenDelta,
     TurnDone,
     TurnFoldedInto,
     TurnRejected,
@@ -92,8 +93,18 @@ def _step(turn: UUID) -> StepDone:
     )
 
 
-def _turn(session: FakeSession, command: UUID, *, from_journal: bool = False) -> Turn:
-    turn = Turn(session, LOOP, tokens=False, resync=0.05)  # type: ignore[arg-type]
+def _delta(turn: UUID, text: str) -> TokenDelta:
+    return TokenDelta(header=_header(turn), turn_index=1, chunk=TextChunk(text=text))
+
+
+def _turn(
+    session: FakeSession,
+    command: UUID,
+    *,
+    from_journal: bool = False,
+    tokens: bool = False,
+) -> Turn:
+    turn = Turn(session, LOOP, tokens=tokens, resync=0.05)  # type: ignore[arg-type]
     turn.bind(CommandId(command), from_journal=from_journal)
     return turn
 
@@ -123,6 +134,34 @@ async def test_folded_input_ends_with_the_running_turns_terminal() -> None:
         "StepDone",
         "TurnDone",
     ]
+
+
+async def test_deltas_that_overtake_their_turn_started_are_kept() -> None:
+    """Deltas come from another topic than the journal and may be read before
+    the ``TurnStarted`` they follow; they belong to the turn all the same."""
+    session = FakeSession()
+    mine, turn_id, other = uuid4(), uuid4(), uuid4()
+    turn = _turn(session, mine, tokens=True)
+    live = session.subscriptions[0]
+    live.offer(_delta(other, "not ours"))  # an earlier turn's late delta
+    live.offer(_delta(turn_id, "Hel"))
+    live.offer(_delta(turn_id, "lo"))
+    session.commit(_started(turn_id, mine))
+    live.offer(_delta(turn_id, "!"))
+    session.commit(_step(turn_id))
+    session.commit(_done(turn_id, "Hello!"))
+    async with asyncio.timeout(5):
+        seen = [event async for event in turn]
+    assert [e.type_name for e in seen] == [
+        "TurnStarted",
+        "TokenDelta",
+        "TokenDelta",
+        "TokenDelta",
+        "StepDone",
+        "TurnDone",
+    ]
+    chunks = [e.chunk for e in seen if isinstance(e, TokenDelta)]
+    assert [c.text for c in chunks if isinstance(c, TextChunk)] == ["Hel", "lo", "!"]
 
 
 async def test_rejected_input_has_no_turn() -> None:

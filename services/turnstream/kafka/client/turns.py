@@ -19,16 +19,20 @@ command carry its id as ``reply_to()``):
    ``TurnInterrupted``, so a wait never hangs on a dead actor's turn.
 
 The live subscription is made before the input is sent, so nothing of the
-answer can pass unseen; the journal (:meth:`KafkaSession.replay_entries`) is
-read as well when following an input sent earlier (:meth:`KafkaSession.follow`),
-when the subscription falls behind, and after ``resync`` seconds without an
-event, so a wait survives a missed live record. Journal events are
-deduplicated by ``header.event_id``.
+answer can pass unseen. Deltas come from another topic than the journal, so a
+turn's first ones may be read before its ``TurnStarted``: live-only events of
+a turn not known yet are held (bounded) and, when the answer starts that turn,
+yielded right after it. The journal (:meth:`KafkaSession.replay_entries`) is
+read as well when following an input sent earlier
+(:meth:`KafkaSession.follow`), when the subscription falls behind, and after
+``resync`` seconds without an event, so a wait survives a missed live record.
+Journal events are deduplicated by ``header.event_id``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Self
@@ -56,6 +60,8 @@ __all__ = ["DEFAULT_RESYNC", "Answer", "Terminal", "Turn", "TurnOutcome", "TurnS
 
 DEFAULT_RESYNC = 2.0
 """Seconds without a live event after which the journal is read again."""
+_HELD_MAX = 10_000
+"""Live-only events held while the answer is not known yet (oldest go first)."""
 
 Answer = TurnStarted | TurnFoldedInto | TurnRejected | InputCancelled
 """The event that answers an input."""
@@ -156,6 +162,7 @@ class Turn:
         self._answer: Answer | None = None
         self._terminal: Terminal | None = None
         self._events: list[AnyEvent] = []
+        self._held: deque[AnyEvent] = deque(maxlen=_HELD_MAX)
         self._outcome: TurnOutcome | None = None
         self._live = True
 
@@ -255,6 +262,8 @@ class Turn:
 
     def _take_answer(self, event: AnyEvent) -> bool:
         if self.command_id is None or event.reply_to() != self.command_id:
+            if not event.is_enduring() and event.header.turn_id is not None:
+                self._held.append(event)  # may be of the turn our answer starts
             return False
         self._events.append(event)
         if isinstance(event, TurnRejected):
@@ -263,8 +272,16 @@ class Turn:
         elif isinstance(event, InputCancelled):
             self._answer = event
             self._finish(TurnStatus.CANCELLED)
-        elif isinstance(event, TurnStarted | TurnFoldedInto):
+        elif isinstance(event, TurnStarted):
             self._answer = event
+            # A new turn is wholly ours: its early live events come next.
+            turn_id = event.header.turn_id
+            early = [e for e in self._held if e.header.turn_id == turn_id]
+            self._pending[:0] = early
+        elif isinstance(event, TurnFoldedInto):
+            self._answer = event  # the running turn's events before it are not ours
+        if self._answer is not None:
+            self._held.clear()
         return True  # InputQueued (live-only) is yielded, not an answer
 
     def _finish(self, status: TurnStatus) -> None:
