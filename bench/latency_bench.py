@@ -75,6 +75,9 @@ from turnstream.testing import ScriptedModel, text_step
 
 RESULTS = RESULTS_DIR / "latency.json"
 CHUNKS_PER_TURN = 3
+# Each loop's first turn (and the raw floor's first sample) warms the clients
+# up (metadata, connections, the first fetch) and is not counted.
+WARMUP_TURNS = 1
 
 
 class StampedModel:
@@ -119,7 +122,7 @@ async def turnstream_latency(
     stamps: dict[str, float] = {}
 
     def make(loop_id: LoopId) -> ModelClient:
-        return StampedModel(loop_id, turns, stamps)
+        return StampedModel(loop_id, WARMUP_TURNS + turns, stamps)
 
     async with topic_set(bootstrap, "latency", partitions=partitions) as (
         prefix,
@@ -153,7 +156,7 @@ async def turnstream_latency(
                         event.chunk, TextChunk
                     ):
                         yielded = stamps.get(event.chunk.text)
-                        if yielded is not None:
+                        if yielded is not None and event.turn_index > WARMUP_TURNS:
                             delta_lat.append(seen - yielded)
                     loop_id = event.header.loop_id
                     if loop_id is not None:
@@ -161,19 +164,23 @@ async def turnstream_latency(
 
             async def one_loop(loop_id: LoopId) -> None:
                 inbox = inboxes[loop_id]
-                for turn in range(turns):
+                for turn in range(WARMUP_TURNS + turns):
+                    counted = turn >= WARMUP_TURNS
                     sent = time.monotonic()
                     command = await session.submit_to_loop(
                         loop_id, f"latency probe {turn}"
                     )
                     while True:
                         event, seen = await inbox.get()
-                        if isinstance(event, TurnStarted) and (
-                            event.reply_to() == command
+                        if (
+                            counted
+                            and isinstance(event, TurnStarted)
+                            and event.reply_to() == command
                         ):
                             started_lat.append(seen - sent)
                         if isinstance(event, LoopIdle):
-                            ended_lat.append(seen - sent)
+                            if counted:
+                                ended_lat.append(seen - sent)
                             break
 
             pump = asyncio.create_task(demux())
@@ -274,7 +281,7 @@ async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
             try:
                 async with asyncio.timeout(120):
                     payload = b"x" * 300
-                    for _ in range(samples):
+                    for _ in range(WARMUP_TURNS + samples):
                         waiter = asyncio.create_task(next_records(readers[events], 2))
                         sent = time.monotonic()
                         await client.send_and_wait(commands, payload, partition=0)
@@ -295,9 +302,9 @@ async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
                     await c.stop()
     return {
         "samples": samples,
-        "command_to_committed_record_ms": percentiles(txn),
-        "command_to_second_committed_record_ms": percentiles(txn2),
-        "acks1_record_to_reader_ms": percentiles(plain),
+        "command_to_committed_record_ms": percentiles(txn[WARMUP_TURNS:]),
+        "command_to_second_committed_record_ms": percentiles(txn2[WARMUP_TURNS:]),
+        "acks1_record_to_reader_ms": percentiles(plain[WARMUP_TURNS:]),
     }
 
 

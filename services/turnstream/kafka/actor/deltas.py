@@ -3,21 +3,24 @@
 Owns :class:`DeltaPublisher`. ``publish`` encodes an ephemeral event and puts
 it on a bounded buffer; one sender task hands the buffer to a separate
 *non-transactional* ``acks=1`` producer, immediately and outside any
-transaction (deltas must reach watchers while the turn streams, not when it
-commits). Records go one by one into the producer's open batch, which lingers
-5 ms and so batches them: a batch per drained buffer would queue behind the
-partition's previous batch (aiokafka takes a partition's next batch only once
-the previous one left), and without the linger a delta could overtake the
-``TurnStarted`` it follows, as watchers see them. The record headers are built
-once per event type. :meth:`DeltaPublisher.settle` waits (bounded) until a
-loop's deltas so far are acknowledged: the loop's writer calls it before each
-commit, so a watcher sees a step's deltas before the step's ``StepDone``,
-however fast the commit is. A full buffer makes ``publish`` wait (up to
-``full_wait``) for the sender to catch up, so a burst of streaming turns is
-slowed to what the broker takes rather than losing tokens; only real overload
-(still full after the wait) or a failed send drops an event, and every drop is
-counted. ``deliver`` does nothing: enduring events reach watchers through the
-journal topic itself, ``read_committed``.
+transaction (deltas must reach watchers while the turn streams, not when it commits).
+Records go one by one into the producer's open batch, which lingers 1 ms: long
+enough to take a step's burst of chunks in one request, short enough that a
+watcher sees a token about when the broker could show it (a batch per drained
+buffer would queue behind the partition's previous batch: aiokafka takes a
+partition's next batch only once the previous one left). A delta may still be
+read before the ``TurnStarted`` it follows (another topic, and the commit's
+markers land after the commit returns): the readers that need the order restore
+it (``Turn`` holds a turn's early deltas, the CLI's ``LiveOrder`` too). The
+record headers are built once per event type. :meth:`DeltaPublisher.settle`
+waits (bounded) until a loop's deltas so far are acknowledged: the loop's
+writer calls it before each commit, so a watcher sees a step's deltas before
+the step's ``StepDone``, however fast the commit is. A full buffer makes
+``publish`` wait (up to ``full_wait``) for the sender to catch up, so a burst
+of streaming turns is slowed to what the broker takes rather than losing
+tokens; only real overload (still full after the wait) or a failed send drops
+an event, and every drop is counted. ``deliver`` does nothing: enduring events
+reach watchers through the journal topic itself, ``read_committed``.
 
 Part of ``turnstream.kafka`` (the only aiokafka importer); imports the wire
 codec; never the runtime's actor.
