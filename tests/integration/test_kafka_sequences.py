@@ -157,7 +157,13 @@ async def test_sequence_c_interrupted_mid_stream(lane: Lane) -> None:
     loop_id = new_loop(lane, model)
     subscription = lane.session.subscribe_events(loop_filter(loop_id))
     await lane.session.submit("tell me", loop_id=loop_id)
-    await collect_until(subscription, count_type("TokenDelta", 2))
+    # Deltas come from another topic: they may be read before the TurnStarted.
+    await collect_until(
+        subscription,
+        lambda seen: (
+            count_type("TokenDelta", 2)(seen) and count_type("TurnStarted")(seen)
+        ),
+    )
 
     assert await lane.session.interrupt(loop_id)
     live = await collect_until(subscription, count_type("LoopIdle"))
