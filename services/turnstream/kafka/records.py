@@ -13,6 +13,7 @@ stdlib only; must not import aiokafka, the runtime or the wire codec.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from enum import StrEnum
@@ -67,8 +68,14 @@ class DeadLetterKind(StrEnum):
 _DLQ_NAMESPACE: Final = UUID("5d1c3c8e-8b0f-4a34-9a53-0f5c1d2b7e61")
 
 
+@functools.lru_cache(maxsize=65_536)
 def loop_key(loop_id: UUID) -> bytes:
-    """The record key for ``loop_id`` (its canonical text, ASCII)."""
+    """The record key for ``loop_id`` (its canonical text, ASCII).
+
+    Remembered for the most recent loops: every record of a turn (~25 of
+    them: deltas, events, states, offsets) is keyed, and ``str(UUID)`` costs
+    more than the cache lookup.
+    """
     return str(loop_id).encode("ascii")
 
 

