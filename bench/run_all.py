@@ -70,7 +70,7 @@ FULL: dict[str, Any] = {
         "ungrouped_sample": 200,
         "repeat": 3,
     },
-    "latency": {"cases": [(1, 20), (20, 5)], "partitions": 4, "raw_samples": 100},
+    "latency": {"cases": [(1, 100), (20, 5)], "partitions": 4, "raw_samples": 300},
     "restore": {"turns": [250, 1000, 2500], "repeat": 3},
     "scale": {"loops": 200, "turns": 5, "partitions": 4, "counts": [1, 2, 1, 2]},
     "memory": {"steps": [0, 1000, 5000], "partitions": 4, "settle": 2.0},
@@ -340,31 +340,38 @@ def _latency_md(sec: dict[str, Any]) -> list[str]:
     raw = sec["raw"]
     lines = [
         "| path (ms: p50 / p99 / max) | loops in parallel | turnstream "
-        "| raw Kafka floor | p50 ratio | p99 ratio |",
-        "|---|--:|--:|--:|--:|--:|",
+        "| raw Kafka floor | p50 ratio | p99 ratio | samples (turnstream, floor) |",
+        "|---|--:|--:|--:|--:|--:|--:|",
     ]
     for case in sec["cases"]:
         lines.append(
             f"| submit → TurnStarted seen | {case['loops']} "
             f"| {_lat(case['submit_to_turn_started_ms'])} "
             f"| {_lat(raw['command_to_committed_record_ms'])} "
-            f"| {case['p50_ratio_turn_started_vs_raw']:.2f} | |"
+            f"| {case['p50_ratio_turn_started_vs_raw']:.2f} | "
+            f"| {_n(case['submit_to_turn_started_ms'], raw['command_to_committed_record_ms'])} |"
         )
         lines.append(
             f"| submit → turn end (LoopIdle) seen; floor: 2 serial transactions "
             f"| {case['loops']} "
             f"| {_lat(case['submit_to_turn_end_ms'])} "
             f"| {_lat(raw['command_to_second_committed_record_ms'])} "
-            f"| {case['p50_ratio_turn_end_vs_raw']:.2f} | |"
+            f"| {case['p50_ratio_turn_end_vs_raw']:.2f} | "
+            f"| {_n(case['submit_to_turn_end_ms'], raw['command_to_second_committed_record_ms'])} |"
         )
         lines.append(
             f"| model chunk → TokenDelta seen | {case['loops']} "
             f"| {_lat(case['chunk_to_token_delta_ms'])} "
             f"| {_lat(raw['acks1_record_to_reader_ms'])} "
             f"| {case['p50_ratio_token_delta_vs_raw']:.2f} "
-            f"| {case['p99_ratio_token_delta_vs_raw']:.2f} |"
+            f"| {case['p99_ratio_token_delta_vs_raw']:.2f} "
+            f"| {_n(case['chunk_to_token_delta_ms'], raw['acks1_record_to_reader_ms'])} |"
         )
     return lines
+
+
+def _n(ours: dict[str, Any], floor: dict[str, Any]) -> str:
+    return f"{ours.get('n', '?')}, {floor.get('n', '?')}"
 
 
 def _restore_md(sec: dict[str, Any]) -> list[str]:

@@ -98,7 +98,7 @@ class KafkaClients:
             max_request_size=self.max_request_bytes,
         )
 
-    def lossy_producer(self, role: str, *, linger_ms: int = 1) -> AIOKafkaProducer:
+    def lossy_producer(self, role: str, *, linger_ms: int = 0) -> AIOKafkaProducer:
         """A fast ``acks=1`` producer for live-only records (deltas)."""
         return AIOKafkaProducer(
             **self.common(role),
