@@ -343,13 +343,16 @@ def _latency_md(sec: dict[str, Any]) -> list[str]:
         "| raw Kafka floor | p50 ratio | p99 ratio | samples (turnstream, floor) |",
         "|---|--:|--:|--:|--:|--:|--:|",
     ]
+    started_n = raw["command_to_committed_record_ms"]
+    ended_n = raw["command_to_second_committed_record_ms"]
+    delta_n = raw["acks1_record_to_reader_ms"]
     for case in sec["cases"]:
         lines.append(
             f"| submit → TurnStarted seen | {case['loops']} "
             f"| {_lat(case['submit_to_turn_started_ms'])} "
             f"| {_lat(raw['command_to_committed_record_ms'])} "
             f"| {case['p50_ratio_turn_started_vs_raw']:.2f} | "
-            f"| {_n(case['submit_to_turn_started_ms'], raw['command_to_committed_record_ms'])} |"
+            f"| {_n(case['submit_to_turn_started_ms'], started_n)} |"
         )
         lines.append(
             f"| submit → turn end (LoopIdle) seen; floor: 2 serial transactions "
@@ -357,7 +360,7 @@ def _latency_md(sec: dict[str, Any]) -> list[str]:
             f"| {_lat(case['submit_to_turn_end_ms'])} "
             f"| {_lat(raw['command_to_second_committed_record_ms'])} "
             f"| {case['p50_ratio_turn_end_vs_raw']:.2f} | "
-            f"| {_n(case['submit_to_turn_end_ms'], raw['command_to_second_committed_record_ms'])} |"
+            f"| {_n(case['submit_to_turn_end_ms'], ended_n)} |"
         )
         lines.append(
             f"| model chunk → TokenDelta seen | {case['loops']} "
@@ -365,7 +368,7 @@ def _latency_md(sec: dict[str, Any]) -> list[str]:
             f"| {_lat(raw['acks1_record_to_reader_ms'])} "
             f"| {case['p50_ratio_token_delta_vs_raw']:.2f} "
             f"| {case['p99_ratio_token_delta_vs_raw']:.2f} "
-            f"| {_n(case['chunk_to_token_delta_ms'], raw['acks1_record_to_reader_ms'])} |"
+            f"| {_n(case['chunk_to_token_delta_ms'], delta_n)} |"
         )
     return lines
 
