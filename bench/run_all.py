@@ -3,7 +3,8 @@
 Runs, in this order and on the same machine and broker: the codec (Avro vs
 pydantic JSON), turn throughput vs raw aiokafka transactions (text and tool
 turns), latency seen by a subscriber vs Kafka's own, restore time vs journal
-length (with and without the state snapshot), scale-out (1 vs 2 loop-actor
+length (with and without the state snapshot), the state snapshot's cost as a
+conversation grows (with and without the loop's memo), scale-out (1 vs 2 loop-actor
 processes), the memory of idle loops and, when the peer frameworks are
 installed (``pip install -e '.[peers]'`` into ``.venv-peers``, see ``make
 bench-peers``), the peer comparison of ``bench/peers/``. Writes
@@ -45,6 +46,7 @@ import latency_bench
 import memory_bench
 import restore_bench
 import scale_bench
+import state_bench
 import turns_bench
 from _support import (
     RESULTS_DIR,
@@ -72,6 +74,13 @@ FULL: dict[str, Any] = {
     },
     "latency": {"cases": [(1, 100), (20, 5)], "partitions": 4, "raw_samples": 300},
     "restore": {"turns": [250, 1000, 2500], "repeat": 3},
+    "state": {
+        "encode_turns": [5, 50, 250, 1000],
+        "reps": 15,
+        "service_turns": 400,
+        "window": 100,
+        "repeat": 2,
+    },
     "scale": {"loops": 200, "turns": 5, "partitions": 4, "counts": [1, 2, 1, 2]},
     "memory": {"steps": [0, 1000, 5000], "partitions": 4, "settle": 2.0},
     "peers": {"conversations": 200, "turns": 5, "latency_conversations": 20},
@@ -87,6 +96,13 @@ QUICK: dict[str, Any] = {
     },
     "latency": {"cases": [(1, 8), (8, 3)], "partitions": 4, "raw_samples": 30},
     "restore": {"turns": [100, 400], "repeat": 2},
+    "state": {
+        "encode_turns": [5, 50],
+        "reps": 5,
+        "service_turns": 40,
+        "window": 20,
+        "repeat": 1,
+    },
     "scale": {"loops": 60, "turns": 3, "partitions": 4, "counts": [1, 2]},
     "memory": {"steps": [0, 200, 1000], "partitions": 4, "settle": 1.0},
     "peers": {"conversations": 20, "turns": 3, "latency_conversations": 5},
@@ -162,6 +178,12 @@ async def restore_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]
         for turns in cfg["turns"]
     ]
     return {"cases": cases}
+
+
+async def state_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``bench/state_bench.py``: snapshot encoding, generic vs memo, and one loop
+    through the service with the memo and with it emptied."""
+    return await state_bench.bench(bootstrap, **cfg)
 
 
 async def scale_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -255,6 +277,7 @@ SECTIONS: dict[str, Section] = {
     "turns": turns_section,
     "latency": latency_section,
     "restore": restore_section,
+    "state": state_section,
     "scale": scale_section,
     "memory": memory_section,
     "peers": peers_section,
@@ -394,6 +417,44 @@ def _restore_md(sec: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _state_md(sec: dict[str, Any]) -> list[str]:
+    lines = [
+        "| turns of history | messages | state KiB | one turn's two snapshots, "
+        "generic ms | with the memo ms | speed-up |",
+        "|--:|--:|--:|--:|--:|--:|",
+    ]
+    for c in sec["encode"]:
+        lines.append(
+            f"| {c['turns']} | {c['messages']} | {c['state_kib']:,.1f} "
+            f"| {c['generic_ms_per_turn']:.3f} | {c['memo_ms_per_turn']:.3f} "
+            f"| {c['speed_up']:.1f}x |"
+        )
+    svc = sec["service"]
+    lines += [
+        "",
+        f"One loop, {svc['turns']} text turns one after another "
+        f"(~{svc['answer_bytes']}-byte answers), in-process service + client; "
+        "each run's figures per window of turns (p50 submit → turn end ms / "
+        "process CPU ms per turn):",
+        "",
+        "| run | "
+        + " | ".join(w["turns"] for w in svc["runs"]["memo"][0]["windows"])
+        + " |",
+        "|---|" + "--:|" * len(svc["runs"]["memo"][0]["windows"]),
+    ]
+    for name, label in (
+        ("memo", "memo"),
+        ("emptied", "memo emptied before each write"),
+    ):
+        for run in svc["runs"][name]:
+            cells = " | ".join(
+                f"{w['turn_end_ms']['p50']:.1f} / {w['cpu_ms_per_turn']:.2f}"
+                for w in run["windows"]
+            )
+            lines.append(f"| {label} | {cells} |")
+    return lines
+
+
 def _scale_md(sec: dict[str, Any]) -> list[str]:
     lines = [
         "| loop-actor processes | turns | turns/s | speed-up | CPU s per process "
@@ -436,6 +497,10 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "turns": ("Turn throughput vs raw aiokafka transactions", _turns_md),
     "latency": ("Latency seen by a subscriber vs Kafka's own", _latency_md),
     "restore": ("Restore one loop: snapshot vs full journal replay", _restore_md),
+    "state": (
+        "State snapshots as a conversation grows: memo vs from scratch",
+        _state_md,
+    ),
     "scale": ("Scale-out: 1 vs 2 loop-actor processes", _scale_md),
     "memory": ("Memory: one actor process holding N idle loops", _memory_md),
     "peers": (

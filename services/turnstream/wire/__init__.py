@@ -18,6 +18,8 @@ Contents:
   and a reader generated from the schema (``_event_writer``,
   ``_event_reader``, ``_codegen``) that go model ↔ bytes directly; whatever
   they decline, the generic path encodes or decodes (and reports).
+* :mod:`~turnstream.wire.state_writer` -- loop-state snapshots that encode
+  each history message once (:class:`EncodedHistory`, one memo per loop).
 * :mod:`~turnstream.wire.errors` -- the wire refinements of the error tree.
 * :mod:`~turnstream.wire.compat` -- the schema-compatibility check
   (``python -m turnstream.wire.compat``).
@@ -55,11 +57,13 @@ from turnstream.wire.errors import (
     UnknownRecordTypeError,
 )
 from turnstream.wire.schemas import SchemaSet, Topic, TopicSchema
+from turnstream.wire.state_writer import EncodedHistory
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "Codec",
     "EncodeError",
+    "EncodedHistory",
     "FramingError",
     "InvalidRecordError",
     "NotEphemeralError",

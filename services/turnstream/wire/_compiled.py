@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Writer", "compile_schema"]
+__all__ = ["Writer", "compile_schema", "write_long"]
 
 Writer = Callable[[bytearray, Any], None]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -37,6 +37,10 @@ def _long(buf: bytearray, n: int) -> None:
         buf.append((n & 0x7F) | 0x80)
         n >>= 7
     buf.append(n)
+
+
+write_long = _long
+"""Append an Avro long (zig-zag varint) to a buffer."""
 
 
 def _int(buf: bytearray, n: int) -> None:

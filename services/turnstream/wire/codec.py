@@ -70,6 +70,7 @@ from turnstream.wire.errors import (
 from turnstream.wire.fast_path import FastPath
 from turnstream.wire.framing import HEADER_SIZE, frame, read_fingerprint
 from turnstream.wire.schemas import SchemaSet, Topic, TopicSchema
+from turnstream.wire.state_writer import EncodedHistory, StateWriter
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -106,6 +107,10 @@ _FAST_CLASSES: Final = {
 
 _T = TypeVar("_T")
 
+# What a compiled writer raises for a value Avro cannot carry (the mapping
+# builds exactly the schema's fields): an int beyond a long, a lone surrogate.
+_UNREPRESENTABLE = (ValueError, TypeError, OverflowError, UnicodeError, KeyError)
+
 
 class Codec:
     """Framed Avro encoding of events, commands and loop state.
@@ -128,6 +133,8 @@ class Codec:
         # The generated writers and readers of the two event topics, built on
         # first use (see fast_path); the generic path covers what they do not.
         self._fast: dict[Topic, FastPath] = {}
+        # The incremental LoopState writers, per writer schema (state_writer).
+        self._state_writers: dict[bytes, StateWriter] = {}
 
     # ----------------------------------------------------------------- events
 
@@ -212,13 +219,35 @@ class Codec:
         """
         return self._read(Topic.COMMANDS, "command", data, from_record.command_from)
 
-    def marshal_state(self, state: LoopState) -> bytes:
+    def marshal_state(
+        self, state: LoopState, history: EncodedHistory | None = None
+    ) -> bytes:
         """Encode a loop-state snapshot for the compacted loops topic.
+
+        Args:
+            state: the snapshot.
+            history: the loop's memo of encoded history messages (see
+                :mod:`turnstream.wire.state_writer`): the same bytes, with
+                only the messages new since the last snapshot encoded.
 
         Raises:
             EncodeError: a value the schema cannot carry.
         """
-        return self._write(Topic.LOOPS, "loop state", state)
+        if history is None:
+            return self._write(Topic.LOOPS, "loop state", state)
+        schema = self.schemas.writer_schema(Topic.LOOPS)
+        writer = self._state_writers.get(schema.fingerprint)
+        if writer is None:
+            writer = StateWriter(schema.fingerprint, schema.parsed)
+            self._state_writers[schema.fingerprint] = writer
+        out = bytearray(frame(schema.fingerprint, b""))
+        try:
+            writer.write(out, state, history)
+        except _UNREPRESENTABLE as exc:
+            raise EncodeError(
+                "loop state", f"value not representable ({type(exc).__name__})"
+            ) from None
+        return self._within_limit("loop state", bytes(out))
 
     def unmarshal_state(self, data: bytes) -> LoopState:
         """Decode one loop-state snapshot.
@@ -280,7 +309,7 @@ class Codec:
         out = bytearray(frame(schema.fingerprint, b""))
         try:
             writer(out, record)
-        except (ValueError, TypeError, OverflowError, UnicodeError, KeyError) as exc:
+        except _UNREPRESENTABLE as exc:
             # The mapping builds exactly the schema's fields, so what is left
             # are values Avro cannot carry (e.g. an int beyond a long, a lone
             # surrogate). The cause is named by type only: its text may hold
@@ -288,7 +317,9 @@ class Codec:
             raise EncodeError(
                 what, f"value not representable ({type(exc).__name__})"
             ) from None
-        data = bytes(out)
+        return self._within_limit(what, bytes(out))
+
+    def _within_limit(self, what: str, data: bytes) -> bytes:
         if len(data) > self.max_payload_bytes:
             raise RecordTooLargeError(what, len(data), self.max_payload_bytes)
         return data

@@ -83,6 +83,7 @@ __all__ = [
     "event_record",
     "full_name",
     "loop_state_record",
+    "loop_state_scalars",
 ]
 
 Record = dict[str, object]
@@ -472,17 +473,27 @@ def _uuids(ids: tuple[UUID, ...]) -> list[str]:
 
 def loop_state_record(state: LoopState) -> Record:
     """The ``LoopState`` record."""
+    record = loop_state_scalars(state)
+    record["messages"] = [message_branch(m) for m in state.messages]
+    record["recent_command_ids"] = _uuids(state.recent_command_ids)
+    return record
+
+
+def loop_state_scalars(state: LoopState) -> Record:
+    """The ``LoopState`` record without its two long arrays.
+
+    ``messages`` and ``recent_command_ids`` are left out: the snapshot writer
+    of :mod:`turnstream.wire.state_writer` writes them from its memo.
+    """
     return {
         "session_id": _uuid(state.session_id),
         "loop_id": _uuid(state.loop_id),
         "agent_name": state.agent_name,
         "model": state.model,
         "turn_index": state.turn_index,
-        "messages": [message_branch(m) for m in state.messages],
         "open_turn": None if state.open_turn is None else _open_turn(state.open_turn),
         "journal_offset": state.journal_offset,
         "command_offset": state.command_offset,
-        "recent_command_ids": _uuids(state.recent_command_ids),
         "updated_at": _opt_timestamp(state.updated_at, "loop_state.updated_at"),
         "applied_command_offset": state.applied_command_offset,
         "pending_command_offsets": list(state.pending_command_offsets),

@@ -37,6 +37,7 @@ from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
 from turnstream.kafka.reader import SnapshotRead
 from turnstream.state import LoopState
+from turnstream.wire import EncodedHistory
 
 SESSION = uuid4()
 
@@ -46,6 +47,7 @@ class FakeWriter:
 
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], LoopState | None]] = []
+        self.histories: list[tuple[UUID, EncodedHistory | None]] = []
         self.fail = False
 
     async def append(
@@ -55,10 +57,12 @@ class FakeWriter:
         state: LoopState | None,
         *,
         on_commit: Callable[[LoopState | None], None] | None = None,
+        history: EncodedHistory | None = None,
     ) -> LoopState | None:
         if self.fail:
             raise CommitFailedError(0, "boom", 1, retriable=True)
         self.calls.append(([e.type_name for e in events], state))
+        self.histories.append((loop_id, history))
         written = (
             None
             if state is None
@@ -147,6 +151,23 @@ async def test_journal_writes_state_at_start_turn_start_and_when_closed() -> Non
     assert journal.is_resolved(loop_id, command)
     assert metrics.turns_started == 1
     assert metrics.terminals["TurnDone"] == 1
+
+
+async def test_journal_gives_each_loop_one_history_memo() -> None:
+    """Every append of a loop carries that loop's memo; another loop has its own."""
+    writer = FakeWriter()
+    journal, _ = journal_with(writer)
+    first, second = LoopId(uuid4()), LoopId(uuid4())
+    for loop_id in (first, second, first):
+        _, events = turn(loop_id, 1, uuid4())
+        for event in events:
+            await journal.append(loop_id, [event])
+    memos: dict[UUID, set[int]] = {}
+    for loop_id, history in writer.histories:
+        assert isinstance(history, EncodedHistory)
+        memos.setdefault(loop_id, set()).add(id(history))
+    assert len(memos[first]) == len(memos[second]) == 1
+    assert memos[first] != memos[second]
 
 
 async def test_journal_recover_answers_from_memory_after_appends() -> None:

@@ -18,7 +18,9 @@ nothing committed after it changes the loop's fold, so it is restored from the
 snapshot alone; otherwise only the events after ``journal_offset`` are read (one
 turn's worth). A snapshot with ``journal_offset == -1`` (too large to store)
 means "replay the journal". Per turn that is two state records (its start and
-its terminal), each as large as the loop's history.
+its terminal), each as large as the loop's history; each loop's
+:class:`~turnstream.wire.EncodedHistory` makes encoding one cost only the
+messages added since the last (a cold start encodes the whole history once).
 
 While the partition is being handed over (:meth:`PartitionJournal.close_for_handover`)
 only what ends a running turn may still be committed; inputs that were merely
@@ -63,7 +65,7 @@ from turnstream.runtime.input_queue import SEEN_WINDOW, SeenCommands
 from turnstream.runtime.ports import Recovery
 from turnstream.runtime.progress import CommandProgress
 from turnstream.state import LoopState
-from turnstream.wire import Codec
+from turnstream.wire import Codec, EncodedHistory
 
 __all__ = ["PartitionJournal"]
 
@@ -84,6 +86,9 @@ class _LoopView:
     unfolded: list[EnduringEvent] = field(default_factory=list)
     open_turn: bool = False
     resolved: SeenCommands = field(default_factory=SeenCommands)
+    # The encoded history of the states written (state records cost what
+    # changed, not the conversation's size).
+    history: EncodedHistory = field(default_factory=EncodedHistory)
 
 
 class PartitionJournal:
@@ -230,7 +235,9 @@ class PartitionJournal:
                 view.unfolded.extend(events)
             self._metrics.committed(events)
 
-        await self._writer.append(loop_id, events, state, on_commit=committed)
+        await self._writer.append(
+            loop_id, events, state, on_commit=committed, history=view.history
+        )
 
     async def recover(self, loop_id: LoopId) -> Recovery:
         """The loop's snapshot and the events after it (see module docstring).

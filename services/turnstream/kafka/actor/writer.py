@@ -77,7 +77,7 @@ from turnstream.kafka.reader import record_visible
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.topology import TopicNames
 from turnstream.state import LoopState
-from turnstream.wire import Codec, EncodeError
+from turnstream.wire import Codec, EncodedHistory, EncodeError
 
 __all__ = ["PartitionWriter", "WriterSettings", "WriterState", "transactional_id"]
 
@@ -141,6 +141,7 @@ class _Append:
     reply: asyncio.Future[LoopState | None]
     started: float
     on_commit: Callable[[LoopState | None], None] | None = None
+    history: EncodedHistory | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -360,8 +361,13 @@ class PartitionWriter:
         state: LoopState | None,
         *,
         on_commit: Callable[[LoopState | None], None] | None = None,
+        history: EncodedHistory | None = None,
     ) -> LoopState | None:
         """Commit ``events`` (and ``state``) in a transaction; wait for it.
+
+        ``history`` is the loop's memo of encoded history (see
+        :mod:`turnstream.wire.state_writer`): the state record is encoded with
+        it, so a long conversation's snapshot costs what changed, not its size.
 
         A caller that stops waiting (cancelled, timed out) withdraws the request
         if its transaction has not reached the commit yet; past that point the
@@ -395,6 +401,7 @@ class PartitionWriter:
                 reply=reply,
                 started=time.monotonic(),
                 on_commit=on_commit,
+                history=history,
             )
         )
         self._wake.set()
@@ -639,7 +646,7 @@ class PartitionWriter:
             other_futures.append(
                 await self._send(
                     self._topics.loops,
-                    self._encode_state(state),
+                    self._encode_state(state, request.history),
                     key=loop_key(request.loop_id),
                     partition=self.partition,
                     headers=self._codec.kafka_headers(state),
@@ -663,10 +670,10 @@ class PartitionWriter:
         await producer.commit_transaction()
         self._phase = _Phase.IDLE
 
-    def _encode_state(self, state: LoopState) -> bytes:
+    def _encode_state(self, state: LoopState, history: EncodedHistory | None) -> bytes:
         limit = self._settings.state_max_bytes - _STATE_OVERHEAD
         try:
-            data = self._codec.marshal_state(state)
+            data = self._codec.marshal_state(state, history)
         except EncodeError:
             data = b""
         if data and len(data) <= limit:
