@@ -28,7 +28,12 @@ many serial transactions as the contract needs for a text turn (``TurnStarted``
 durable before the history changes, then the turn's end), and the reader sees
 that one (turn-end path); and an ``acks=1`` record to a ``read_uncommitted``
 reader (delta path). The relay commits the command's offset in its first
-transaction, as the service does.
+transaction, as the service does. The delta path has a second floor, for
+the traffic a turn really makes: the turn's ``CHUNKS_PER_TURN`` records sent
+back to back, as a zero-latency model yields them, each timed from its own
+send. They leave in one batch, so a burst's records are seen together, each
+about as soon as a lone record; the turnstream side is split per chunk number
+(``..._by_chunk``) to show whether its later chunks wait behind the first.
 
 Every p99 is taken over a few hundred samples (one loop x 100 turns x 3
 chunks, 300 floor samples): with fewer than 100 the nearest-rank p99 is the
@@ -143,6 +148,7 @@ async def turnstream_latency(
         started_lat: list[float] = []
         ended_lat: list[float] = []
         delta_lat: list[float] = []
+        by_chunk: list[list[float]] = [[] for _ in range(CHUNKS_PER_TURN)]
         inboxes: dict[uuid.UUID, asyncio.Queue[tuple[AnyEvent, float]]] = defaultdict(
             asyncio.Queue
         )
@@ -162,6 +168,9 @@ async def turnstream_latency(
                         yielded = stamps.get(event.chunk.text)
                         if yielded is not None and event.turn_index > WARMUP_TURNS:
                             delta_lat.append(seen - yielded)
+                            by_chunk[_chunk_index(event.chunk.text)].append(
+                                seen - yielded
+                            )
                     loop_id = event.header.loop_id
                     if loop_id is not None:
                         inboxes[loop_id].put_nowait((event, seen))
@@ -204,8 +213,14 @@ async def turnstream_latency(
         "submit_to_turn_started_ms": percentiles(started_lat),
         "submit_to_turn_end_ms": percentiles(ended_lat),
         "chunk_to_token_delta_ms": percentiles(delta_lat),
+        "chunk_to_token_delta_ms_by_chunk": [percentiles(s) for s in by_chunk],
         "token_deltas_expected": loops * turns * CHUNKS_PER_TURN,
     }
+
+
+def _chunk_index(text: str) -> int:
+    """The chunk number of a :class:`StampedModel` text, ``"[tag.turn.chunk] "``."""
+    return int(text.rstrip("] ").rsplit(".", 1)[1])
 
 
 async def _relay(
@@ -231,6 +246,31 @@ async def _relay(
                     await relay_out.send_and_wait(
                         events, record.value, key=record.key, partition=0
                     )
+
+
+async def _next_records(consumer: AIOKafkaConsumer, n: int) -> list[float]:
+    """When each of the next ``n`` records was seen by ``consumer``."""
+    seen: list[float] = []
+    while len(seen) < n:
+        batch = await consumer.getmany(timeout_ms=1000)
+        at = time.monotonic()
+        seen.extend(at for records in batch.values() for _ in records)
+    return seen[:n]
+
+
+async def _burst(
+    producer: AIOKafkaProducer, topic: str, reader: AIOKafkaConsumer, payload: bytes
+) -> list[float]:
+    """A turn's chunks as the model yields them: records sent back to back.
+
+    Returns each record's latency from its own send to the reader.
+    """
+    seen = asyncio.create_task(_next_records(reader, CHUNKS_PER_TURN))
+    sent = []
+    for _ in range(CHUNKS_PER_TURN):
+        sent.append(time.monotonic())
+        await producer.send(topic, payload, partition=0)
+    return [s - b for s, b in zip(await seen, sent, strict=True)]
 
 
 async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
@@ -268,17 +308,10 @@ async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
                 await consumer.seek_to_end(tp)
                 await consumer.position(tp)
 
-            async def next_records(consumer: AIOKafkaConsumer, n: int) -> list[float]:
-                seen: list[float] = []
-                while len(seen) < n:
-                    batch = await consumer.getmany(timeout_ms=1000)
-                    at = time.monotonic()
-                    seen.extend(at for records in batch.values() for _ in records)
-                return seen[:n]
-
             txn: list[float] = []
             txn2: list[float] = []
             plain: list[float] = []
+            burst: list[float] = []
             relay_task = asyncio.create_task(
                 _relay(relay_in, relay_out, events, f"raw-latency-{tag}")
             )
@@ -286,16 +319,19 @@ async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
                 async with asyncio.timeout(120):
                     payload = b"x" * 300
                     for _ in range(WARMUP_TURNS + samples):
-                        waiter = asyncio.create_task(next_records(readers[events], 2))
+                        waiter = asyncio.create_task(_next_records(readers[events], 2))
                         sent = time.monotonic()
                         await client.send_and_wait(commands, payload, partition=0)
                         first, second = await waiter
                         txn.append(first - sent)
                         txn2.append(second - sent)
-                        delta = asyncio.create_task(next_records(readers[deltas], 1))
+                        delta = asyncio.create_task(_next_records(readers[deltas], 1))
                         sent = time.monotonic()
                         await lossy.send(deltas, payload, partition=0)
                         plain.append((await delta)[0] - sent)
+                        burst.extend(
+                            await _burst(lossy, deltas, readers[deltas], payload)
+                        )
             finally:
                 relay_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -309,6 +345,10 @@ async def raw_latency(bootstrap: str, *, samples: int) -> dict[str, Any]:
         "command_to_committed_record_ms": percentiles(txn[WARMUP_TURNS:]),
         "command_to_second_committed_record_ms": percentiles(txn2[WARMUP_TURNS:]),
         "acks1_record_to_reader_ms": percentiles(plain[WARMUP_TURNS:]),
+        "acks1_burst_record_to_reader_ms": percentiles(
+            burst[WARMUP_TURNS * CHUNKS_PER_TURN :]
+        ),
+        "burst_records": CHUNKS_PER_TURN,
     }
 
 
@@ -325,6 +365,8 @@ async def bench(
     floor_end = raw["command_to_second_committed_record_ms"]["p50"]
     floor_plain = raw["acks1_record_to_reader_ms"]["p50"]
     floor_plain_p99 = raw["acks1_record_to_reader_ms"]["p99"]
+    floor_burst = raw["acks1_burst_record_to_reader_ms"]["p50"]
+    floor_burst_p99 = raw["acks1_burst_record_to_reader_ms"]["p99"]
     runs = []
     for loops, turns in cases:
         ts = await turnstream_latency(
@@ -338,6 +380,10 @@ async def bench(
         ts["p50_ratio_token_delta_vs_raw"] = round(delta / floor_plain, 2)
         ts["p99_ratio_token_delta_vs_raw"] = round(
             ts["chunk_to_token_delta_ms"]["p99"] / floor_plain_p99, 2
+        )
+        ts["p50_ratio_token_delta_vs_raw_burst"] = round(delta / floor_burst, 2)
+        ts["p99_ratio_token_delta_vs_raw_burst"] = round(
+            ts["chunk_to_token_delta_ms"]["p99"] / floor_burst_p99, 2
         )
         runs.append(ts)
     return {"raw": raw, "cases": runs}

@@ -393,6 +393,27 @@ def _latency_md(sec: dict[str, Any]) -> list[str]:
             f"| {case['p99_ratio_token_delta_vs_raw']:.2f} "
             f"| {_n(case['chunk_to_token_delta_ms'], delta_n)} |"
         )
+        burst_n = raw.get("acks1_burst_record_to_reader_ms")
+        if burst_n is not None and "p50_ratio_token_delta_vs_raw_burst" in case:
+            lines.append(
+                f"| model chunk → TokenDelta seen; floor: the turn's "
+                f"{raw['burst_records']} records as one burst | {case['loops']} "
+                f"| {_lat(case['chunk_to_token_delta_ms'])} "
+                f"| {_lat(burst_n)} "
+                f"| {case['p50_ratio_token_delta_vs_raw_burst']:.2f} "
+                f"| {case['p99_ratio_token_delta_vs_raw_burst']:.2f} "
+                f"| {_n(case['chunk_to_token_delta_ms'], burst_n)} |"
+            )
+    for case in sec["cases"]:
+        split = case.get("chunk_to_token_delta_ms_by_chunk")
+        if split:
+            per_chunk = ", ".join(
+                f"{i + 1}: {p['p50']:.1f} / {p['p99']:.1f}" for i, p in enumerate(split)
+            )
+            lines.append(
+                f"\nModel chunk → TokenDelta by chunk number, {case['loops']} "
+                f"loop(s) in parallel (ms p50 / p99): {per_chunk}."
+            )
     return lines
 
 
