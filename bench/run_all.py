@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 import peers_bench
 
 import codec_bench
+import delta_path
 import latency_bench
 import memory_bench
 import restore_bench
@@ -73,6 +74,7 @@ FULL: dict[str, Any] = {
         "repeat": 3,
     },
     "latency": {"cases": [(1, 100), (20, 5)], "partitions": 4, "raw_samples": 300},
+    "delta_path": {"cases": [(1, 100), (20, 5)], "partitions": 4},
     "restore": {"turns": [250, 1000, 2500], "repeat": 3},
     "state": {
         "encode_turns": [5, 50, 250, 1000],
@@ -95,6 +97,7 @@ QUICK: dict[str, Any] = {
         "repeat": 1,
     },
     "latency": {"cases": [(1, 8), (8, 3)], "partitions": 4, "raw_samples": 30},
+    "delta_path": {"cases": [(1, 8), (8, 3)], "partitions": 4},
     "restore": {"turns": [100, 400], "repeat": 2},
     "state": {
         "encode_turns": [5, 50],
@@ -168,6 +171,13 @@ async def latency_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]
         cases=cfg["cases"],
         partitions=cfg["partitions"],
         raw_samples=cfg["raw_samples"],
+    )
+
+
+async def delta_path_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``bench/delta_path.py``: a token delta's latency, stage by stage."""
+    return await delta_path.bench(
+        bootstrap, cases=cfg["cases"], partitions=cfg["partitions"]
     )
 
 
@@ -276,6 +286,7 @@ SECTIONS: dict[str, Section] = {
     "codec": codec_section,
     "turns": turns_section,
     "latency": latency_section,
+    "delta_path": delta_path_section,
     "restore": restore_section,
     "state": state_section,
     "scale": scale_section,
@@ -517,6 +528,10 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "codec": ("Codec: Avro codec vs pydantic JSON (same events)", _codec_md),
     "turns": ("Turn throughput vs raw aiokafka transactions", _turns_md),
     "latency": ("Latency seen by a subscriber vs Kafka's own", _latency_md),
+    "delta_path": (
+        "Where a token delta's latency goes (stamped run)",
+        delta_path.table,
+    ),
     "restore": ("Restore one loop: snapshot vs full journal replay", _restore_md),
     "state": (
         "State snapshots as a conversation grows: memo vs from scratch",
