@@ -70,7 +70,7 @@ demo:  ## the main job: the end-to-end turnstream demo
 smoke:  ## Kafka only: broker up, topics apply, one transactional round trip
 	$(BIN)/turnstream smoke
 
-bench:  ## every benchmark side by side on the local broker (~4-5 min); BENCH_ARGS=--quick for ~1 min
+bench:  ## every benchmark side by side on the local broker (4-7 min); BENCH_ARGS=--quick for ~1 min
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 .PHONY: test-interop
