@@ -72,14 +72,26 @@ class Stamps:
         if text is not None:
             self.at.setdefault(text, {}).setdefault(stage, time.monotonic())
 
-    def spans(self, skip: int) -> dict[str, Any]:
-        """Each span's percentiles over the chunks that passed every stage."""
-        rows = [m for m in self.at.values() if all(s in m for s in STAGES)][skip:]
+    def spans(self, warmup_turns: int) -> dict[str, Any]:
+        """Each span's percentiles over the chunks that passed every stage.
+
+        Each loop's first ``warmup_turns`` turns are left out.
+        """
+        rows = [
+            m
+            for text, m in self.at.items()
+            if all(s in m for s in STAGES) and _turn_of(text) >= warmup_turns
+        ]
         out: dict[str, Any] = {"chunks": len(rows)}
         for a, b, label in SPANS:
             values = [m[b] - m[a] for m in rows if a in m and b in m]
             out[f"{a}_to_{b}_ms"] = {"label": label, **percentiles(values)}
         return out
+
+
+def _turn_of(text: str) -> int:
+    """The turn number of a ``StampedModel`` chunk text, ``"[tag.turn.chunk] "``."""
+    return int(text.strip().strip("[]").split(".")[1])
 
 
 def _text(event: Any) -> str | None:
@@ -165,12 +177,11 @@ async def bench_case(
         run = await latency_bench.turnstream_latency(
             bootstrap, loops=loops, turns=turns, partitions=partitions
         )
-    skip = loops * latency_bench.WARMUP_TURNS * latency_bench.CHUNKS_PER_TURN
     return {
         "loops": loops,
         "turns_per_loop": turns,
         "chunks_per_turn": latency_bench.CHUNKS_PER_TURN,
-        "stages": stamps.spans(skip),
+        "stages": stamps.spans(latency_bench.WARMUP_TURNS),
         "chunk_to_token_delta_ms_seen_by_subscriber": run["chunk_to_token_delta_ms"],
     }
 
