@@ -275,6 +275,15 @@ def run(
             "Seconds one commit may retry before it fails (default 30).",
         ),
     ] = None,
+    gc_threshold: Annotated[
+        str | None,
+        _tuning(
+            "--gc-threshold",
+            "gc_threshold",
+            "The garbage collector's first-generation threshold for this "
+            "process (default 10000; 0 keeps CPython's 700).",
+        ),
+    ] = None,
     schema_dir: Annotated[
         str | None,
         _tuning("--schema-dir", "schema_dir", "Avro schema directory."),
@@ -310,6 +319,7 @@ def run(
                 "drain_timeout": drain_timeout,
                 "instance_id": instance_id,
                 "commit_deadline": commit_deadline,
+                "gc_threshold": gc_threshold,
                 "schema_dir": schema_dir,
             },
         )

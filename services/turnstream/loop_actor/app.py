@@ -24,6 +24,7 @@ from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.topology import TopicNames
 from turnstream.loop_actor.agents import hosted_agents
+from turnstream.loop_actor.gc_policy import apply_gc_threshold
 from turnstream.loop_actor.instance import claim_instance
 from turnstream.loop_actor.settings import ActorSettings
 from turnstream.models import model_from_spec
@@ -174,6 +175,8 @@ async def run_service(
         ConfigError: invalid settings or topics.
         TransportError: Kafka failed in a way the service cannot survive.
     """
+    thresholds = apply_gc_threshold(settings.gc_threshold)
+    _log.info("gc thresholds %s", thresholds)
     claim = claim_instance(settings.instance_id, settings.group_id)
     try:
         built = build_service(

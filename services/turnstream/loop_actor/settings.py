@@ -28,6 +28,7 @@ from turnstream.kafka.security import (
     Secret,
     SecurityProtocol,
 )
+from turnstream.loop_actor.gc_policy import DEFAULT_GC_THRESHOLD
 from turnstream.loop_actor.tools import TOOL_SETS
 
 __all__ = [
@@ -57,6 +58,7 @@ ENV = {
     "instance_id": "TURNSTREAM_INSTANCE_ID",
     "request_timeout": "TURNSTREAM_KAFKA_TIMEOUT",
     "commit_deadline": "TURNSTREAM_COMMIT_DEADLINE",
+    "gc_threshold": "TURNSTREAM_GC_THRESHOLD",
     "schema_dir": "TURNSTREAM_SCHEMA_DIR",
     "log_level": "TURNSTREAM_LOG_LEVEL",
     "security_protocol": "TURNSTREAM_KAFKA_SECURITY_PROTOCOL",
@@ -79,6 +81,7 @@ SECRET_ENV = {
 """Secrets: environment only."""
 
 _MIN_SESSION_TIMEOUT_MS = 6000  # the broker's default group.min.session.timeout.ms
+_MAX_GC_THRESHOLD = 1_000_000  # beyond it the young collection itself is a long pause
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +117,9 @@ class ActorSettings:
             (dynamic membership) or an explicit static instance id.
         request_timeout: seconds per Kafka call.
         commit_deadline: seconds a commit may retry before it fails.
+        gc_threshold: the garbage collector's first-generation threshold for
+            this process (``0``: CPython's own, 700); see
+            :mod:`turnstream.loop_actor.gc_policy`.
         schema_dir: the Avro schema directory (the checkout's by default).
         log_level: the root log level.
         security: Kafka security settings for every client.
@@ -139,6 +145,7 @@ class ActorSettings:
     instance_id: str = "auto"
     request_timeout: float = 15.0
     commit_deadline: float = 30.0
+    gc_threshold: int = DEFAULT_GC_THRESHOLD
     schema_dir: Path | None = None
     log_level: str = "INFO"
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
@@ -179,6 +186,11 @@ class ActorSettings:
                 raise ConfigError(name, "must be a finite number >= 0")
         if self.request_timeout <= 0 or self.commit_deadline <= 0:
             raise ConfigError("timeouts", "must be positive")
+        if not 0 <= self.gc_threshold <= _MAX_GC_THRESHOLD:
+            raise ConfigError(
+                "gc_threshold",
+                f"must be 0 (CPython's default) to {_MAX_GC_THRESHOLD:,}",
+            )
 
 
 def _setting(
@@ -304,6 +316,7 @@ def parse_settings(
     kwargs.update(number("drain_timeout", float))
     kwargs.update(number("request_timeout", float))
     kwargs.update(number("commit_deadline", float))
+    kwargs.update(number("gc_threshold", int))
     agents = get("agents")
     if agents:
         kwargs["agents"] = tuple(a.strip() for a in agents.split(",") if a.strip())

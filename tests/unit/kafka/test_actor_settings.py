@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from turnstream.errors import ConfigError
 from turnstream.kafka.security import SaslMechanism, SecurityProtocol
+from turnstream.loop_actor.gc_policy import DEFAULT_GC_THRESHOLD, apply_gc_threshold
 from turnstream.loop_actor.settings import parse_settings
 from turnstream.loop_actor.tools import DemoTool, tool_set
 
@@ -135,3 +138,27 @@ def test_actor_settings_group_timings_and_membership() -> None:
     ):
         with pytest.raises(ConfigError):
             parse_settings({}, bad)
+
+
+def test_actor_settings_gc_threshold() -> None:
+    """The collector's threshold: 10,000 by default, flag over variable, checked."""
+    assert parse_settings({}).gc_threshold == DEFAULT_GC_THRESHOLD == 10_000
+    env = {"TURNSTREAM_GC_THRESHOLD": "0"}
+    assert parse_settings(env).gc_threshold == 0
+    assert parse_settings(env, {"gc_threshold": "50000"}).gc_threshold == 50_000
+    for bad in ("-1", "1000001", "many"):
+        with pytest.raises(ConfigError) as caught:
+            parse_settings({}, {"gc_threshold": bad})
+        assert caught.value.setting == "gc_threshold"
+
+
+def test_apply_gc_threshold_sets_the_first_generation_only() -> None:
+    """The first threshold changes, the older ones stay; 0 changes nothing."""
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 11, 12)
+        assert apply_gc_threshold(0) == (700, 11, 12)
+        assert apply_gc_threshold(10_000) == (10_000, 11, 12)
+        assert gc.get_threshold() == (10_000, 11, 12)
+    finally:
+        gc.set_threshold(*before)
