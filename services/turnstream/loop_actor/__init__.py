@@ -9,6 +9,9 @@ A table of contents:
   package.module:attribute``) and :func:`hosted_agents` (those, or the built-in
   ``turnstream`` agent of ``--model``/``--tools``/``--system-prompt``);
 - ``tools``: the demo tool set;
+- ``gc_policy``: the process's garbage-collector threshold (``--gc-threshold``);
+- ``instance``: the static group membership, one instance id per local slot;
+- ``metrics_http``: the health endpoint, Prometheus ``/metrics`` and ``/ready``;
 - ``__main__``: ``python -m turnstream.loop_actor``, an alias of the one entry
   point, ``turnstream actor run`` (which reads the flags and installs the signal
   handlers).
