@@ -80,18 +80,14 @@ class Stamps:
         rows = [
             m
             for text, m in self.at.items()
-            if all(s in m for s in STAGES) and _turn_of(text) >= warmup_turns
+            if all(s in m for s in STAGES)
+            and latency_bench.chunk_of(text)[0] >= warmup_turns
         ]
         out: dict[str, Any] = {"chunks": len(rows)}
         for a, b, label in SPANS:
             values = [m[b] - m[a] for m in rows if a in m and b in m]
             out[f"{a}_to_{b}_ms"] = {"label": label, **percentiles(values)}
         return out
-
-
-def _turn_of(text: str) -> int:
-    """The turn number of a ``StampedModel`` chunk text, ``"[tag.turn.chunk] "``."""
-    return int(text.strip().strip("[]").split(".")[1])
 
 
 def _text(event: Any) -> str | None:

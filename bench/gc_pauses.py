@@ -23,6 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from turnstream.loop_actor.gc_policy import apply_gc_threshold
+
 
 class Pauses:
     """Each collection's pause, per generation, in ms."""
@@ -63,10 +65,7 @@ def main() -> None:
     threshold = int(sys.argv[1])
     script = sys.argv[2]
     sys.argv = sys.argv[2:]
-    if threshold > 0:
-        _, middle, oldest = gc.get_threshold()
-        gc.set_threshold(threshold, middle, oldest)
-    shown = gc.get_threshold()[0]
+    shown = apply_gc_threshold(threshold)[0]
     pauses = Pauses()
     gc.callbacks.append(pauses)
     atexit.register(lambda: print(pauses.report(shown)))

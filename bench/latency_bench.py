@@ -168,7 +168,7 @@ async def turnstream_latency(
                         yielded = stamps.get(event.chunk.text)
                         if yielded is not None and event.turn_index > WARMUP_TURNS:
                             delta_lat.append(seen - yielded)
-                            by_chunk[_chunk_index(event.chunk.text)].append(
+                            by_chunk[chunk_of(event.chunk.text)[1]].append(
                                 seen - yielded
                             )
                     loop_id = event.header.loop_id
@@ -218,9 +218,10 @@ async def turnstream_latency(
     }
 
 
-def _chunk_index(text: str) -> int:
-    """The chunk number of a :class:`StampedModel` text, ``"[tag.turn.chunk] "``."""
-    return int(text.rstrip("] ").rsplit(".", 1)[1])
+def chunk_of(text: str) -> tuple[int, int]:
+    """Turn and chunk numbers of a ``StampedModel`` text, ``"[tag.turn.chunk] "``."""
+    _, turn, chunk = text.strip().strip("[]").split(".")
+    return int(turn), int(chunk)
 
 
 async def _relay(
