@@ -43,6 +43,9 @@ from turnstream.models import DemoModel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(240)]
 
+_OUTAGE_S = 3.0
+"""The broker stays down this long: a commit in flight waits longer than 2.5 s."""
+
 
 @pytest.fixture
 def restart_lane(own_broker: DevBroker) -> tuple[DevBroker, str]:
@@ -75,6 +78,9 @@ async def test_broker_restart_mid_turn_loses_nothing(
             await collect_until(watch, count_type("StepDone"), timeout=30)
 
             await asyncio.to_thread(broker.down)  # mid-turn: steps keep coming
+            # The outage lasts at least as long as the slow-commit bucket below,
+            # however fast the broker stops and starts on this machine.
+            await asyncio.sleep(_OUTAGE_S)
             await asyncio.to_thread(broker.up)
 
             async def finished() -> None:
