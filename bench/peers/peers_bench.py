@@ -8,7 +8,9 @@ zero-latency scripted model streaming a 20-chunk answer, tool turns calling
 
 Systems (``--only`` picks some): turnstream embedded (``LocalSession`` in
 memory) and on Kafka (service + ``KafkaSession`` client, CPU of the broker
-JVM included); LangGraph with ``InMemorySaver`` (``astream`` and ``invoke``),
+JVM included; once with the service in this process, once as the deployable
+``turnstream.loop_actor`` process hosting :mod:`bench_agent`, its CPU
+included); LangGraph with ``InMemorySaver`` (``astream`` and ``invoke``),
 ``AsyncSqliteSaver`` (a file) and ``AsyncPostgresSaver`` (only with
 ``--postgres DSN``, ``PEERS_POSTGRES_DSN``, or ``--postgres-temp`` for a
 throwaway local cluster; the server's CPU included); the OpenAI Agents SDK
@@ -64,6 +66,12 @@ OUT_JSON = RESULTS_DIR / "peers.json"
 SYSTEMS: dict[str, tuple[str, str, str, bool]] = {
     "turnstream-embedded": ("turnstream_systems", "open_embedded", "turnstream", False),
     "turnstream-kafka": ("turnstream_systems", "open_kafka", "turnstream", False),
+    "turnstream-kafka-process": (
+        "turnstream_systems",
+        "open_kafka_process",
+        "turnstream",
+        False,
+    ),
     "langgraph-memory": ("langgraph_peer", "open_memory", "peer", True),
     "langgraph-memory-invoke": ("langgraph_peer", "open_memory_invoke", "peer", True),
     "langgraph-sqlite": ("langgraph_peer", "open_sqlite", "peer", False),
@@ -72,7 +80,7 @@ SYSTEMS: dict[str, tuple[str, str, str, bool]] = {
     "agents-streamed": ("openai_agents_peer", "open_streamed", "peer", True),
     "agents-sqlite": ("openai_agents_peer", "open_sqlite", "peer", False),
 }
-KAFKA_SYSTEMS = {"turnstream-kafka"}
+KAFKA_SYSTEMS = {"turnstream-kafka", "turnstream-kafka-process"}
 WARMUP_CONVERSATIONS = 2
 IDLE_SAMPLE_S = 3.0
 
@@ -361,17 +369,21 @@ def table(doc: dict[str, Any]) -> list[str]:
                 f"({entry['cheapest_streaming_in_memory_peer']}) uses "
                 f"**{entry['cheapest_streaming_in_memory_peer_over_embedded']}x**."
             )
-    kafka = doc["systems"].get("turnstream-kafka", {})
-    for kind in workload.KINDS:
-        tp = kafka.get(kind, {}).get("throughput", {})
-        if "server_idle_cpu_ms_per_s" in tp:
+    for key in sorted(KAFKA_SYSTEMS):
+        kafka = doc["systems"].get(key, {})
+        for kind in workload.KINDS:
+            tp = kafka.get(kind, {}).get("throughput", {})
+            if "server_idle_cpu_ms_per_s" not in tp:
+                continue
+            servers = "the broker" if key == "turnstream-kafka" else "broker + service"
+            facts = kafka[kind].get("facts", {})
             lines.append(
-                f"- turnstream on Kafka, {kind}: the broker burned "
+                f"- {key}, {kind}: {servers} burned "
                 f"{tp['server_idle_cpu_ms_per_s']} CPU ms/s while this bench sent "
-                f"nothing (other users of the shared broker, its own timers); net of "
+                f"nothing (other users of the shared broker, timers, polls); net of "
                 f"that, {tp['cpu_ms_per_turn_net_of_idle']:.2f} CPU ms/turn. "
-                f"Deltas sent {kafka[kind].get('facts', {}).get('deltas_sent')}, "
-                f"dropped {kafka[kind].get('facts', {}).get('deltas_dropped')}."
+                f"Deltas sent {facts.get('deltas_sent')}, "
+                f"dropped {facts.get('deltas_dropped')}."
             )
     return lines
 

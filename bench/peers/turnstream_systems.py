@@ -15,6 +15,13 @@
   window) the client waits until all ``turns x CHUNKS`` have arrived, or none
   has for ``DELTA_QUIET_S``; a shortfall fails the system. CPU: this process
   (service + client) plus the broker JVM.
+* **kafka, service as a process**: the deployable itself, ``python -m
+  turnstream.loop_actor --agent bench_agent:<kind>_agent`` with its defaults
+  (:mod:`bench_agent`: the same script as a stateless model), and the same
+  client in this process. CPU: this process (the client) plus the broker JVM
+  and the loop-actor process. Tool runs are counted from the ``add`` results
+  the client reads in the journal's ``StepDone`` events (the tool runs in the
+  other process); deltas sent and dropped come from the service's ``/metrics``.
 
 Both subscribe to every event once and route them to per-loop queues.
 """
@@ -24,7 +31,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Sequence
@@ -40,15 +55,23 @@ from workload import (
     TurnSeen,
 )
 
-from turnstream.content import AIMessage, TextBlock, TextChunk
-from turnstream.events import AnyEvent, TokenDelta, TurnDone
+from turnstream.content import (
+    AIMessage,
+    TextBlock,
+    TextChunk,
+    ToolResultBlock,
+    ToolResultMessage,
+)
+from turnstream.events import AnyEvent, StepDone, TokenDelta, TurnDone
 from turnstream.ids import LoopId
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.ports import ToolContext
 from turnstream.runtime.subscription import EventFilter, Subscription
 from turnstream.testing import FunctionTool, ScriptedModel, call, text_step, tool_step
 
-BROKER_PID_FILE = Path("/work/main/var/kafka/broker.pid")
+HERE = Path(__file__).resolve().parent
+BROKER_PID_FILE = HERE.parent.parent / "var" / "kafka" / "broker.pid"
+SERVICE_READY_S = 90.0
 DELTA_QUIET_S = 3.0
 
 
@@ -78,6 +101,18 @@ class AddTool:
         return FunctionTool(TOOL_NAME, fn=add, description="Add two integers.")
 
 
+ADD_RESULT = str(sum(TOOL_ARGS.values()))
+
+
+def _text_of(message: ToolResultMessage) -> str:
+    """A tool result's text (its text blocks, nested or not)."""
+    parts: list[str] = []
+    for block in message.blocks:
+        inner = block.content if isinstance(block, ToolResultBlock) else (block,)
+        parts += [c.text for c in inner if isinstance(c, TextBlock)]
+    return "".join(parts)
+
+
 def answer_text(message: AIMessage) -> str:
     """The text blocks of a final answer, joined."""
     return "".join(b.text for b in message.blocks if isinstance(b, TextBlock))
@@ -86,8 +121,11 @@ def answer_text(message: AIMessage) -> str:
 class Router:
     """One subscription to everything, routed to per-loop queues."""
 
-    def __init__(self, subscription: Subscription) -> None:
+    def __init__(
+        self, subscription: Subscription, tool_results: Counter[uuid.UUID] | None = None
+    ) -> None:
         self._subscription = subscription
+        self._tool_results = tool_results
         self.inboxes: defaultdict[uuid.UUID, asyncio.Queue[AnyEvent]] = defaultdict(
             asyncio.Queue
         )
@@ -105,6 +143,11 @@ class Router:
                 self.text_deltas += 1
                 self.last_delta = time.perf_counter()
             loop_id = event.header.loop_id
+            if self._tool_results is not None and isinstance(event, StepDone):
+                self._tool_results[loop_id] += sum(  # type: ignore[index]
+                    isinstance(m, ToolResultMessage) and _text_of(m) == ADD_RESULT
+                    for m in event.messages
+                )
             if loop_id is not None:
                 self.inboxes[loop_id].put_nowait(event)
 
@@ -227,7 +270,7 @@ async def open_embedded(
 
 
 def broker_pid() -> int | None:
-    """The local broker's pid: ``/work/main/var/kafka/broker.pid``."""
+    """The local broker's pid (``var/kafka/broker.pid`` of this checkout)."""
     with contextlib.suppress(OSError, ValueError):
         pid = int(BROKER_PID_FILE.read_text().strip())
         if Path(f"/proc/{pid}").exists():
@@ -322,3 +365,160 @@ async def open_kafka(
             finally:
                 await router.stop()
                 await client.close()
+
+
+# ------------------------------------------------- kafka, service as a process
+
+
+@dataclass
+class JournalToolRuns:
+    """Tool runs as the client sees them: ``add`` results committed per loop."""
+
+    runs: Counter[uuid.UUID] = field(default_factory=Counter)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as response:  # noqa: S310 - local
+            return int(response.status), response.read().decode()
+    except (OSError, urllib.error.URLError):
+        return 0, ""
+
+
+def _counter_value(metrics_text: str, name: str) -> int | None:
+    for line in metrics_text.splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    return None
+
+
+@dataclass
+class KafkaProcessSystem(KafkaSystem):
+    """turnstream on Kafka as deployed: ``turnstream actor run`` + a client."""
+
+    service: subprocess.Popen[bytes] | None = None
+    metrics_url: str = ""
+    name: str = "turnstream on Kafka (actor run process + KafkaSession client)"
+
+    def server_pids(self) -> Sequence[ServerProcess]:
+        """The broker JVM and the loop-actor process."""
+        pids = list(super().server_pids())
+        if self.service is not None:
+            pids.append(ServerProcess("loop-actor process", self.service.pid))
+        return pids
+
+    def facts(self) -> dict[str, Any]:
+        """The service's counters, read from its ``/metrics``."""
+        _, text = _http_get(self.metrics_url)
+        return {
+            "deltas_sent": _counter_value(text, "turnstream_deltas_sent_total"),
+            "deltas_dropped": _counter_value(text, "turnstream_delta_drops_total"),
+            "transactions": _counter_value(text, "turnstream_commits_total"),
+            "broker_pid": self.broker,
+            "service_pid": self.service.pid if self.service is not None else None,
+        }
+
+
+def _start_service(
+    *, bootstrap: str, group: str, prefix: str, kind: str, port: int, log: Any
+) -> subprocess.Popen[bytes]:
+    """The deployable loop-actor service hosting ``bench_agent``'s agent."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "turnstream.loop_actor",
+            "--bootstrap",
+            bootstrap,
+            "--group-id",
+            group,
+            "--txn-prefix",
+            group,
+            "--topic-prefix",
+            prefix,
+            "--agent",
+            f"bench_agent:{kind}_agent",
+            "--metrics-port",
+            str(port),
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=HERE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_kafka_process(
+    kind: str, turns: int, *, bootstrap: str, partitions: int = 4, **_: Any
+) -> AsyncIterator[KafkaProcessSystem]:
+    """A fresh topic set, ``turnstream actor run --agent`` and a client.
+
+    The service is the deployable itself (``python -m turnstream.loop_actor``,
+    its defaults, the agent of :mod:`bench_agent`), started from this
+    directory so the agent module is importable; it is stopped with SIGTERM.
+    """
+    from _support import topic_set
+    from turnstream.kafka import KafkaSession
+
+    async with topic_set(bootstrap, f"peers-proc-{kind}", partitions=partitions) as (
+        prefix,
+        topics,
+    ):
+        port = _free_port()
+        group = f"{prefix}actors"
+        log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
+        service = _start_service(
+            bootstrap=bootstrap,
+            group=group,
+            prefix=prefix,
+            kind=kind,
+            port=port,
+            log=log,
+        )
+        try:
+            ready = f"http://127.0.0.1:{port}/ready"
+            deadline = time.monotonic() + SERVICE_READY_S
+            while (await asyncio.to_thread(_http_get, ready))[0] != 200:
+                if service.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    err = log.read().decode(errors="replace")[-800:]
+                    raise RuntimeError(f"loop-actor process not ready: {err}")
+                await asyncio.sleep(0.2)
+            client = await KafkaSession.connect(
+                bootstrap, topics=topics, capacity=10_000_000, request_timeout=30.0
+            )
+            runs = JournalToolRuns()
+            subscription = client.subscribe_events(EventFilter.everything())
+            router = Router(subscription, runs.runs)
+            router.start()
+            system = KafkaProcessSystem(
+                client,
+                router,
+                runs,  # type: ignore[arg-type]
+                None,
+                broker_pid(),
+                service=service,
+                metrics_url=f"http://127.0.0.1:{port}/metrics",
+            )
+            try:
+                yield system
+            finally:
+                await router.stop()
+                await client.close()
+        finally:
+            service.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(service.wait, 30)
+            except subprocess.TimeoutExpired:
+                service.kill()
+                await asyncio.to_thread(service.wait, 10)
+            log.close()
