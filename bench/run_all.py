@@ -2,7 +2,9 @@
 
 Runs, in this order and on the same machine and broker: the codec (Avro vs
 pydantic JSON), turn throughput vs raw aiokafka transactions (text and tool
-turns), latency seen by a subscriber vs Kafka's own, restore time vs journal
+turns), latency seen by a subscriber vs Kafka's own (and where a token delta's
+latency goes), one turn at a time (transactions, the CPU split between this
+process and the broker, and the raw writes alone), restore time vs journal
 length (with and without the state snapshot), the state snapshot's cost as a
 conversation grows (with and without the loop's memo), scale-out (1 vs 2 loop-actor
 processes), the memory of idle loops and, when the peer frameworks are
@@ -49,6 +51,7 @@ import restore_bench
 import scale_bench
 import state_bench
 import turns_bench
+import txn_bench
 from _support import (
     RESULTS_DIR,
     ROOT,
@@ -75,6 +78,7 @@ FULL: dict[str, Any] = {
     },
     "latency": {"cases": [(1, 100), (20, 5)], "partitions": 4, "raw_samples": 300},
     "delta_path": {"cases": [(1, 100), (20, 5)], "partitions": 4},
+    "one_at_a_time": {"conversations": 20, "turns": 5},
     "restore": {"turns": [250, 1000, 2500], "repeat": 3},
     "state": {
         "encode_turns": [5, 50, 250, 1000],
@@ -98,6 +102,7 @@ QUICK: dict[str, Any] = {
     },
     "latency": {"cases": [(1, 8), (8, 3)], "partitions": 4, "raw_samples": 30},
     "delta_path": {"cases": [(1, 8), (8, 3)], "partitions": 4},
+    "one_at_a_time": {"conversations": 3, "turns": 3},
     "restore": {"turns": [100, 400], "repeat": 2},
     "state": {
         "encode_turns": [5, 50],
@@ -178,6 +183,16 @@ async def delta_path_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, A
     """``bench/delta_path.py``: a token delta's latency, stage by stage."""
     return await delta_path.bench(
         bootstrap, cases=cfg["cases"], partitions=cfg["partitions"]
+    )
+
+
+async def one_at_a_time_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``bench/txn_bench.py``: one turn at a time, its CPU split, raw writes."""
+    return await txn_bench.run(
+        bootstrap,
+        conversations=cfg["conversations"],
+        turns=cfg["turns"],
+        kinds=["text", "tool"],
     )
 
 
@@ -287,6 +302,7 @@ SECTIONS: dict[str, Section] = {
     "turns": turns_section,
     "latency": latency_section,
     "delta_path": delta_path_section,
+    "one_at_a_time": one_at_a_time_section,
     "restore": restore_section,
     "state": state_section,
     "scale": scale_section,
@@ -531,6 +547,10 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "delta_path": (
         "Where a token delta's latency goes (stamped run)",
         delta_path.table,
+    ),
+    "one_at_a_time": (
+        "One turn at a time: transactions and where the CPU goes",
+        txn_bench.table,
     ),
     "restore": ("Restore one loop: snapshot vs full journal replay", _restore_md),
     "state": (
