@@ -104,6 +104,11 @@ class MetricsSource(Protocol):
         ...
 
     @property
+    def offset_mispredictions(self) -> int:
+        """Transactions written again: their events missed the predicted offsets."""
+        ...
+
+    @property
     def turn_duration(self) -> HistogramSource:
         """Seconds from a turn's start to its terminal."""
         ...
@@ -303,6 +308,12 @@ class ServiceCollector(Collector):
         )
         yield _counter(
             "commit_failures", "Commits that finally failed.", s.commit_failures
+        )
+        yield _counter(
+            "offset_mispredictions",
+            "Transactions written again: their events missed the offsets predicted "
+            "for the state records.",
+            s.offset_mispredictions,
         )
         yield self._histogram(
             "commit_latency_seconds",

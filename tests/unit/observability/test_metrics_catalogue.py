@@ -39,6 +39,7 @@ def populated() -> ServiceMetrics:
     m.commits = 16
     m.commit_retries = 17
     m.commit_failures = 18
+    m.offset_mispredictions = 39
     m.commit_latency.observe(0.003)
     m.commands.update({"SubmitInput": 19, "Interrupt": 20})
     m.duplicates = 21
@@ -115,6 +116,7 @@ def test_every_exported_metric_renders_its_value() -> None:
         ("turnstream_commits_total", ()): 16.0,
         ("turnstream_commit_retries_total", ()): 17.0,
         ("turnstream_commit_failures_total", ()): 18.0,
+        ("turnstream_offset_mispredictions_total", ()): 39.0,
         **_histogram("turnstream_commit_latency_seconds", latencies, 1.0, 0.003),
         ("turnstream_commands_total", (("type", "Interrupt"),)): 20.0,
         ("turnstream_commands_total", (("type", "SubmitInput"),)): 19.0,

@@ -139,6 +139,9 @@ class ServiceMetrics:
         commits: transactions committed.
         commit_retries: transactions aborted and retried (transient errors).
         commit_failures: commits that finally failed.
+        offset_mispredictions: transactions written again because their events
+            did not land on the offsets predicted for the state records
+            (something else wrote to the events partition).
         commit_latency: seconds from an append request to its commit.
         group_sizes: appends per transaction (group commit), by size.
         commands: commands read, by type name.
@@ -183,6 +186,7 @@ class ServiceMetrics:
     commits: int = 0
     commit_retries: int = 0
     commit_failures: int = 0
+    offset_mispredictions: int = 0
     commit_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     group_sizes: Counter[int] = field(default_factory=Counter)
     commands: Counter[str] = field(default_factory=Counter)

@@ -9,12 +9,21 @@ of every loop of the partition goes through it:
 * one request = the events of one ``Journal.append`` (+ that loop's state);
   the writer group-commits the requests pending when a transaction starts into
   that one transaction, in arrival order;
-* a transaction holds the events (to ``events``, explicit partition), then
-  -- after their send futures gave their offsets -- each requested state
-  record (to ``loops``, ``journal_offset`` = last event offset + 1), dead
-  letters, and ``send_offsets_to_transaction`` with the committable command
-  offset computed *as if* the transaction's answers were already committed,
-  so answers and offsets move atomically;
+* a transaction holds the events (to ``events``, explicit partition), each
+  requested state record (to ``loops``, ``journal_offset`` = last event
+  offset + 1), dead letters, and ``send_offsets_to_transaction`` with the
+  committable command offset computed *as if* the transaction's answers were
+  already committed, so answers and offsets move atomically;
+* the state records go out with the events, on offsets *predicted* from the
+  previous commit (the partition's single writer knows where its next record
+  lands: after its last one and that transaction's commit marker), so both
+  topics share one ``AddPartitionsToTxn`` and one produce round trip instead
+  of two each. The offsets the events really got are checked before the
+  commit; if anything else landed in the partition meanwhile (a foreign or
+  misrouted record, an aborted transaction's marker), the transaction is
+  aborted and written again the slow way -- state records after their events'
+  offsets are known -- so a snapshot never names a wrong offset. Without a
+  prediction (the first commit, after any failure) the slow way is taken;
 * a request's future resolves only after ``commit_transaction`` returned.
 
 Failure handling: transient errors abort the transaction and retry it with
@@ -175,6 +184,10 @@ class _MemberCancelled(Exception):
     """A request's caller gave up before the commit: retry without it."""
 
 
+class _Mispredicted(Exception):
+    """The events did not land on the predicted offsets: write them again."""
+
+
 class PartitionWriter:
     """The single writer of one partition's transactions (see module docstring).
 
@@ -227,6 +240,9 @@ class PartitionWriter:
         self._commands_tp = TopicPartition(topics.commands, partition)
         self._events_tp = TopicPartition(topics.events, partition)
         self._denial: KafkaAuthorizationError | None = None
+        # Where the next record of the events partition lands if nothing but
+        # this writer's transactions reach it; None: not known (slow way).
+        self._next_offset: int | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -505,7 +521,7 @@ class PartitionWriter:
             try:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
                     await self._transaction(batch, outcome)
-            except _MemberCancelled:
+            except (_MemberCancelled, _Mispredicted):
                 continue
             except Exception as exc:  # noqa: BLE001 - every failure is classified
                 if await self._settle_failure(exc, batch, outcome, deadline, attempts):
@@ -599,6 +615,8 @@ class PartitionWriter:
 
     async def _transaction(self, batch: list[_Request], outcome: _Outcome) -> None:
         producer = self._producer
+        # Taken, not peeked: any failure below leaves it unknown.
+        predicted, self._next_offset = self._next_offset, None
         self._phase = _Phase.OPEN
         await producer.begin_transaction()
         event_futures: list[list[asyncio.Future[Any]]] = []
@@ -627,31 +645,25 @@ class PartitionWriter:
                     )
                 )
             event_futures.append(sent)
-        offsets = [await _all(sent) for sent in event_futures]
         resolving = [u for r in batch for u in _resolves(r)]
         target = self._ledger.committable(resolving)
-        for index, (request, metas) in enumerate(zip(batch, offsets, strict=True)):
-            if isinstance(request, _Append) and metas and outcome.probe is None:
+        if predicted is None:
+            offsets = [await _all(sent) for sent in event_futures]
+            other_futures += await self._send_states(
+                batch, _offset_ranges(offsets), target, outcome
+            )
+        else:
+            planned = _planned_ranges(batch, predicted)
+            other_futures += await self._send_states(batch, planned, target, outcome)
+            offsets = [await _all(sent) for sent in event_futures]
+            if _offset_ranges(offsets) != planned:
+                await producer.abort_transaction()
+                self._phase = _Phase.IDLE
+                self._metrics.offset_mispredictions += 1
+                raise _Mispredicted
+        for metas in offsets:
+            if metas and outcome.probe is None:
                 outcome.probe, outcome.probe_offset = self._events_tp, metas[0].offset
-            if not isinstance(request, _Append) or request.state is None:
-                continue
-            last = max((m.offset for m in metas), default=-2) + 1
-            state = request.state.model_copy(
-                update={
-                    "journal_offset": last if metas else request.state.journal_offset,
-                    "command_offset": target if target is not None else -1,
-                }
-            )
-            outcome.states[index] = state
-            other_futures.append(
-                await self._send(
-                    self._topics.loops,
-                    self._encode_state(state, request.history),
-                    key=loop_key(request.loop_id),
-                    partition=self.partition,
-                    headers=self._codec.kafka_headers(state),
-                )
-            )
         written = await _all(other_futures)
         if outcome.probe is None and written:
             outcome.probe = TopicPartition(written[0].topic, written[0].partition)
@@ -669,6 +681,45 @@ class PartitionWriter:
         self._phase = _Phase.COMMITTING
         await producer.commit_transaction()
         self._phase = _Phase.IDLE
+        last = max((m.offset for metas in offsets for m in metas), default=None)
+        # After this transaction's last record comes its commit marker.
+        self._next_offset = predicted if last is None else last + 2
+
+    async def _send_states(
+        self,
+        batch: list[_Request],
+        ranges: list[range],
+        target: int | None,
+        outcome: _Outcome,
+    ) -> list[asyncio.Future[Any]]:
+        """Hand each request's state record to the producer; their futures.
+
+        ``ranges[i]``: the offsets of request ``i``'s events, known or planned.
+        The states written are kept in ``outcome.states``.
+        """
+        futures: list[asyncio.Future[Any]] = []
+        for index, (request, events) in enumerate(zip(batch, ranges, strict=True)):
+            if not isinstance(request, _Append) or request.state is None:
+                continue
+            state = request.state.model_copy(
+                update={
+                    "journal_offset": events.stop
+                    if events
+                    else request.state.journal_offset,
+                    "command_offset": target if target is not None else -1,
+                }
+            )
+            outcome.states[index] = state
+            futures.append(
+                await self._send(
+                    self._topics.loops,
+                    self._encode_state(state, request.history),
+                    key=loop_key(request.loop_id),
+                    partition=self.partition,
+                    headers=self._codec.kafka_headers(state),
+                )
+            )
+        return futures
 
     def _encode_state(self, state: LoopState, history: EncodedHistory | None) -> bytes:
         limit = self._settings.state_max_bytes - _STATE_OVERHEAD
@@ -801,3 +852,28 @@ def _resolves(request: _Request) -> tuple[UUID, ...]:
     if isinstance(request, _Append):
         return request.resolves
     return (request.resolves,)
+
+
+def _offset_ranges(offsets: Sequence[Sequence[Any]]) -> list[range]:
+    """Per request, the offsets its events got, as first to last + 1.
+
+    Not consecutive (something landed between them): the range is longer
+    than the request's events, so it never equals a planned range.
+    """
+    return [
+        range(min(m.offset for m in metas), max(m.offset for m in metas) + 1)
+        if metas
+        else range(0)
+        for metas in offsets
+    ]
+
+
+def _planned_ranges(batch: Sequence[_Request], first: int) -> list[range]:
+    """Per request, where its events land if nothing else reaches the partition."""
+    ranges: list[range] = []
+    at = first
+    for request in batch:
+        count = len(request.payloads) if isinstance(request, _Append) else 0
+        ranges.append(range(at, at + count))
+        at += count
+    return ranges
