@@ -45,7 +45,7 @@ from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from workload import (
     ANSWER_CHUNKS,
@@ -82,6 +82,12 @@ def scripts(kind: str, turns: int) -> list[Any]:
         return [answer for _ in range(turns)]
     ask = tool_step(call(TOOL_NAME, json.dumps(TOOL_ARGS)))
     return [step for _ in range(turns) for step in (ask, answer)]
+
+
+class ToolRuns(Protocol):
+    """Where a system's ``add`` runs are counted, per loop."""
+
+    runs: Counter[uuid.UUID]
 
 
 @dataclass
@@ -143,8 +149,12 @@ class Router:
                 self.text_deltas += 1
                 self.last_delta = time.perf_counter()
             loop_id = event.header.loop_id
-            if self._tool_results is not None and isinstance(event, StepDone):
-                self._tool_results[loop_id] += sum(  # type: ignore[index]
+            if (
+                self._tool_results is not None
+                and loop_id is not None
+                and isinstance(event, StepDone)
+            ):
+                self._tool_results[loop_id] += sum(
                     isinstance(m, ToolResultMessage) and _text_of(m) == ADD_RESULT
                     for m in event.messages
                 )
@@ -176,7 +186,7 @@ class TurnstreamConversation:
         submit: Any,
         loop_id: LoopId,
         router: Router,
-        tool: AddTool,
+        tool: ToolRuns,
     ) -> None:
         self._submit = submit
         self.loop_id = loop_id
@@ -284,7 +294,7 @@ class KafkaSystem:
 
     client: Any
     router: Router
-    tool: AddTool
+    tool: ToolRuns
     metrics: Any
     broker: int | None
     name: str = "turnstream on Kafka (service + KafkaSession client)"
@@ -503,7 +513,7 @@ async def open_kafka_process(
             system = KafkaProcessSystem(
                 client,
                 router,
-                runs,  # type: ignore[arg-type]
+                runs,
                 None,
                 broker_pid(),
                 service=service,
