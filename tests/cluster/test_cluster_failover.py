@@ -22,6 +22,7 @@ import asyncio
 import itertools
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,7 +54,7 @@ from turnstream.events import Agency, AnyEvent, EnduringEvent, TurnStarted
 from turnstream.ids import LoopId
 from turnstream.kafka import KafkaConnection, admin_session
 from turnstream.kafka.client.session import KafkaSession
-from turnstream.kafka.reader import read_latest_states
+from turnstream.kafka.reader import JournalEntry, read_latest_states
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.subscription import EventFilter, LoopScope
 from turnstream.state import LoopState
@@ -262,7 +263,7 @@ async def test_broker_kills_under_load_lose_nothing(kafka_cluster: DevCluster) -
         entries = await read_all(bootstrap, topics, PARTITIONS)
         per_loop = check_journal(entries, submitted)
         assert set(per_loop) == set(loops)
-        await _check_snapshots(bootstrap, topics, per_loop)
+        await _check_snapshots(bootstrap, topics, per_loop, entries)
         lane = time.monotonic() - lane_started
         _report(timeline, submitted, len(entries), lane)
     finally:
@@ -273,10 +274,15 @@ async def test_broker_kills_under_load_lose_nothing(kafka_cluster: DevCluster) -
 
 
 async def _check_snapshots(
-    bootstrap: str, topics: TopicNames, per_loop: dict[UUID, list[EnduringEvent]]
+    bootstrap: str,
+    topics: TopicNames,
+    per_loop: dict[UUID, list[EnduringEvent]],
+    entries: Sequence[JournalEntry],
 ) -> None:
     """Each loop's latest state record agrees with its journal: as many turns, none
-    open."""
+    open, and its journal offset just past one of the loop's own events (state
+    records are written on offsets predicted before the events land, and the
+    broker kills make the writers start over)."""
     states: dict[UUID, LoopState] = {}
     for partition in range(PARTITIONS):
         read = await read_latest_states(
@@ -287,10 +293,14 @@ async def _check_snapshots(
         assert not read.unreadable
         states.update(read.states)
     assert set(states) == set(per_loop)
+    offsets: dict[UUID, set[int]] = defaultdict(set)
+    for entry in entries:
+        offsets[entry.loop_id].add(entry.offset)
     for loop_id, events in per_loop.items():
         turns = sum(isinstance(e, TurnStarted) for e in events)
         assert states[loop_id].turn_index == turns, loop_id
         assert states[loop_id].open_turn is None, loop_id
+        assert states[loop_id].journal_offset - 1 in offsets[loop_id], loop_id
 
 
 def _report(
