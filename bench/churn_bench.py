@@ -33,6 +33,7 @@ from tests.support.churn import run_churn
 from tests.support.kafka_harness import (
     apply_topic_set,
     check_journal,
+    check_snapshots,
     delete_topic_set,
     read_all,
 )
@@ -63,6 +64,7 @@ async def main(args: argparse.Namespace) -> None:
         )
         entries = await read_all(bootstrap, topics, args.partitions)
         check_journal(entries, report.submitted)
+        await check_snapshots(bootstrap, topics, args.partitions, entries)
         for miss in report.interrupt_misses:
             print("interrupt miss (loop, turn, terminal, sent at):", *miss)
     except BaseException:
@@ -95,6 +97,7 @@ async def main(args: argparse.Namespace) -> None:
         "takeover_p90_s": round(_quantile(times, 0.9), 2) if times else None,
         "takeover_max_s": round(max(times), 2) if times else None,
         "journal_invariants": "ok",
+        "snapshots_point_at_own_events": "ok",
     }
     print(json.dumps(summary, indent=2))
     if times:

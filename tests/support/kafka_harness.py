@@ -31,7 +31,7 @@ from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.connection import KafkaConnection
-from turnstream.kafka.reader import JournalEntry, read_journal
+from turnstream.kafka.reader import JournalEntry, read_journal, read_latest_states
 from turnstream.kafka.topology import TopicNames
 from turnstream.loop_actor.tools import tool_set
 from turnstream.models import DemoModel
@@ -40,6 +40,7 @@ from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import Tool
 from turnstream.runtime.session import LoopSetup
 from turnstream.runtime.subscription import EventFilter, LoopScope, Subscription
+from turnstream.state import LoopState
 from turnstream.wire import default_codec
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -217,6 +218,40 @@ async def read_all(
             )
         )
     return entries
+
+
+async def check_snapshots(
+    bootstrap: str,
+    topics: TopicNames,
+    partitions: int,
+    entries: Sequence[JournalEntry],
+) -> dict[UUID, LoopState]:
+    """Assert each loop's latest snapshot points just past one of its own events.
+
+    State records are written on offsets predicted before their events land; a
+    snapshot naming anything else (a foreign record, a marker, nothing) would
+    send restore to the wrong journal tail. Returns the snapshots by loop.
+    """
+    from aiokafka import TopicPartition
+
+    offsets: dict[UUID, set[int]] = defaultdict(set)
+    for entry in entries:
+        offsets[entry.loop_id].add(entry.offset)
+    states: dict[UUID, LoopState] = {}
+    for partition in range(partitions):
+        read = await read_latest_states(
+            clients_for(bootstrap),
+            default_codec(),
+            TopicPartition(topics.loops, partition),
+        )
+        assert not read.unreadable, read.unreadable
+        states.update(read.states)
+    for loop_id, state in states.items():
+        assert state.journal_offset - 1 in offsets[loop_id], (
+            f"loop {loop_id}: snapshot names offset {state.journal_offset - 1}, "
+            "not one of its events"
+        )
+    return states
 
 
 def check_journal(
