@@ -429,12 +429,18 @@ def actor_processes(
     prefix: str,
     group_id: str,
     tools: str = "none",
+    agent: str | None = None,
+    extra: Sequence[str] = (),
+    cwd: Path = ROOT,
     log_dir: Path | None = None,
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """``count`` ``python -m turnstream.loop_actor`` processes; stopped at exit.
 
-    Each gets SIGTERM (an ordered shutdown) and, after 30 s, SIGKILL.
+    They host the demo model with ``tools``, or ``agent`` (an import path,
+    importable from ``cwd``); ``extra`` flags go to every process. Each gets
+    SIGTERM (an ordered shutdown) and, after 30 s, SIGKILL.
     """
+    hosted = ["--agent", agent] if agent else ["--model", "demo", "--tools", tools]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     procs: list[subprocess.Popen[bytes]] = []
     logs = []
@@ -462,14 +468,12 @@ def actor_processes(
                         # must fence its old one (same transactional id).
                         "--txn-prefix",
                         group_id,
-                        "--model",
-                        "demo",
-                        "--tools",
-                        tools,
+                        *hosted,
                         "--log-level",
                         "WARNING",
+                        *extra,
                     ],
-                    cwd=ROOT,
+                    cwd=cwd,
                     env=env,
                     stdout=log or subprocess.DEVNULL,
                     stderr=subprocess.STDOUT if log else subprocess.DEVNULL,

@@ -31,11 +31,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -435,48 +432,17 @@ class KafkaProcessSystem(KafkaSystem):
         }
 
 
-def _start_service(
-    *, bootstrap: str, group: str, prefix: str, kind: str, port: int, log: Any
-) -> subprocess.Popen[bytes]:
-    """The deployable loop-actor service hosting ``bench_agent``'s agent."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "turnstream.loop_actor",
-            "--bootstrap",
-            bootstrap,
-            "--group-id",
-            group,
-            "--txn-prefix",
-            group,
-            "--topic-prefix",
-            prefix,
-            "--agent",
-            f"bench_agent:{kind}_agent",
-            "--metrics-port",
-            str(port),
-            "--log-level",
-            "WARNING",
-        ],
-        cwd=HERE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
-
-
 @contextlib.asynccontextmanager
 async def open_kafka_process(
     kind: str, turns: int, *, bootstrap: str, partitions: int = 4, **_: Any
 ) -> AsyncIterator[KafkaProcessSystem]:
     """A fresh topic set, ``turnstream actor run --agent`` and a client.
 
-    The service is the deployable itself (``python -m turnstream.loop_actor``,
-    its defaults, the agent of :mod:`bench_agent`), started from this
-    directory so the agent module is importable; it is stopped with SIGTERM.
+    The service is the deployable itself (``_support.actor_processes``: its
+    defaults, the agent of :mod:`bench_agent`), started from this directory so
+    the agent module is importable; it is stopped with SIGTERM.
     """
-    from _support import topic_set
+    from _support import actor_processes, topic_set
     from turnstream.kafka import KafkaSession
 
     async with topic_set(bootstrap, f"peers-proc-{kind}", partitions=partitions) as (
@@ -484,23 +450,25 @@ async def open_kafka_process(
         topics,
     ):
         port = _free_port()
-        group = f"{prefix}actors"
-        log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
-        service = _start_service(
-            bootstrap=bootstrap,
-            group=group,
-            prefix=prefix,
-            kind=kind,
-            port=port,
-            log=log,
-        )
-        try:
+        with (
+            tempfile.TemporaryDirectory() as logs,
+            actor_processes(
+                1,
+                bootstrap=bootstrap,
+                prefix=prefix,
+                group_id=f"{prefix}actors",
+                agent=f"bench_agent:{kind}_agent",
+                extra=("--metrics-port", str(port)),
+                cwd=HERE,
+                log_dir=Path(logs),
+            ) as (service,),
+        ):
             ready = f"http://127.0.0.1:{port}/ready"
             deadline = time.monotonic() + SERVICE_READY_S
             while (await asyncio.to_thread(_http_get, ready))[0] != 200:
                 if service.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    err = log.read().decode(errors="replace")[-800:]
+                    log = (Path(logs) / "actor-0.log").read_bytes()
+                    err = log.decode(errors="replace")[-800:]
                     raise RuntimeError(f"loop-actor process not ready: {err}")
                 await asyncio.sleep(0.2)
             client = await KafkaSession.connect(
@@ -524,11 +492,3 @@ async def open_kafka_process(
             finally:
                 await router.stop()
                 await client.close()
-        finally:
-            service.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.to_thread(service.wait, 30)
-            except subprocess.TimeoutExpired:
-                service.kill()
-                await asyncio.to_thread(service.wait, 10)
-            log.close()
