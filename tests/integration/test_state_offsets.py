@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     Models,
     apply_topic_set,
+    check_snapshots,
     clients_for,
     collect_garbage,
     collect_until,
@@ -41,9 +42,11 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
 
 from turnstream.ids import LoopId
 from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.client.session import KafkaSession
-from turnstream.kafka.reader import read_journal, read_latest_states
+from turnstream.kafka.reader import read_journal
 from turnstream.kafka.topology import TopicNames
+from turnstream.state import LoopState
 from turnstream.testing import ScriptedModel, text_step
 from turnstream.wire import default_codec
 
@@ -76,18 +79,9 @@ async def turn(session: KafkaSession, loop_id: LoopId, text: str) -> list[str]:
     return enduring_types(events)
 
 
-async def every_snapshot_points_past_its_commit(lane: Lane, loop_id: LoopId) -> int:
-    """Check every committed snapshot of the loop; how many there are.
-
-    Each names the offset after its own transaction's last event of the loop:
-    the event just before it is the loop's, and it is the ``TurnStarted`` of
-    the turn a snapshot holds open (restore reads the tail from there).
-    """
+async def committed_snapshots(lane: Lane) -> list[LoopState]:
+    """Every committed state record of the loops partition, in order."""
     codec = default_codec()
-    entries = await read_journal(
-        clients_for(lane.bootstrap), codec, TopicPartition(lane.topics.events, 0)
-    )
-    at = {e.offset: e for e in entries}
     reader = AIOKafkaConsumer(
         bootstrap_servers=lane.bootstrap,
         isolation_level="read_committed",
@@ -105,26 +99,48 @@ async def every_snapshot_points_past_its_commit(lane: Lane, loop_id: LoopId) -> 
                 snapshots += [codec.unmarshal_state(r.value) for r in records]
     finally:
         await reader.stop()
-    ours = [s for s in snapshots if s.loop_id == loop_id]
+    return snapshots
+
+
+async def check_loop_snapshots(lane: Lane, loop_id: LoopId) -> None:
+    """The loop's snapshots against its journal, read once.
+
+    The latest names the offset just after the loop's last event. Every
+    committed one names the offset after its own transaction's last event of
+    the loop: the event just before it is the loop's, and it is the
+    ``TurnStarted`` of the turn a snapshot holds open (restore reads the tail
+    from there).
+    """
+    entries = await read_journal(
+        clients_for(lane.bootstrap),
+        default_codec(),
+        TopicPartition(lane.topics.events, 0),
+    )
+    latest = await check_snapshots(lane.bootstrap, lane.topics, 1, entries)
+    last = max(e.offset for e in entries if e.loop_id == loop_id)
+    assert latest[loop_id].journal_offset == last + 1
+    at = {e.offset: e for e in entries}
+    ours = [s for s in await committed_snapshots(lane) if s.loop_id == loop_id]
+    assert ours
     for state in ours:
         before = at.get(state.journal_offset - 1)
         assert before is not None, f"nothing of the loop at {state.journal_offset - 1}"
         assert before.loop_id == loop_id
         if state.open_turn is not None:
             assert before.event.type_name == "TurnStarted"
-    return len(ours)
 
 
-async def snapshot_and_journal_end(lane: Lane, loop_id: LoopId) -> tuple[int, int]:
-    """The loop's snapshot ``journal_offset``; its last journal event's offset + 1."""
-    clients = clients_for(lane.bootstrap)
-    codec = default_codec()
-    states = await read_latest_states(
-        clients, codec, TopicPartition(lane.topics.loops, 0)
+def start_service(
+    lane: Lane, models: Models, metrics: ServiceMetrics
+) -> LoopActorService:
+    """An in-process service on the lane's topics (one group for every test)."""
+    return service_for(
+        lane.bootstrap,
+        lane.topics,
+        group_id=f"{lane.prefix}actors",
+        models=models,
+        metrics=metrics,
     )
-    entries = await read_journal(clients, codec, TopicPartition(lane.topics.events, 0))
-    ours = [e.offset for e in entries if e.loop_id == loop_id]
-    return states.states[loop_id].journal_offset, max(ours) + 1
 
 
 async def plain_record(lane: Lane) -> None:
@@ -172,21 +188,13 @@ async def test_snapshots_point_past_the_loop_journal_despite_foreign_writes(
     script = [text_step(f"answer {i}") for i in range(8)]
     models = Models(by_loop={loop_id: ScriptedModel(script)})
     metrics = ServiceMetrics()
-    service = service_for(
-        lane.bootstrap,
-        lane.topics,
-        group_id=f"{lane.prefix}actors",
-        models=models,
-        metrics=metrics,
-    )
-    async with running(service):
+    async with running(start_service(lane, models, metrics)):
         session = await connect(lane.bootstrap, lane.topics)
         try:
             # Two turns: the first commit has no prediction, the rest do.
             for text in ("one", "two"):
                 await turn(session, loop_id, text)
-                offsets = await snapshot_and_journal_end(lane, loop_id)
-                assert offsets[0] == offsets[1]
+                await check_loop_snapshots(lane, loop_id)
             assert metrics.offset_mispredictions == 0
             foreign = (
                 plain_record,
@@ -201,9 +209,7 @@ async def test_snapshots_point_past_the_loop_journal_despite_foreign_writes(
                     "TurnDone",
                     "LoopIdle",
                 ]
-                offsets = await snapshot_and_journal_end(lane, loop_id)
-                assert offsets[0] == offsets[1]
-                assert await every_snapshot_points_past_its_commit(lane, loop_id) > 0
+                await check_loop_snapshots(lane, loop_id)
                 # Only the first transaction after the foreign write missed.
                 assert metrics.offset_mispredictions == count
         finally:
@@ -212,14 +218,7 @@ async def test_snapshots_point_past_the_loop_journal_despite_foreign_writes(
     # A new service restores the loop from that snapshot and goes on.
     models.by_loop[loop_id] = ScriptedModel([text_step("restored")])
     restored = ServiceMetrics()
-    service = service_for(
-        lane.bootstrap,
-        lane.topics,
-        group_id=f"{lane.prefix}actors",
-        models=models,
-        metrics=restored,
-    )
-    async with running(service):
+    async with running(start_service(lane, models, restored)):
         session = await connect(lane.bootstrap, lane.topics)
         try:
             assert await turn(session, loop_id, "still here") == [
@@ -230,7 +229,6 @@ async def test_snapshots_point_past_the_loop_journal_despite_foreign_writes(
             ]
             # Restored on its first command, from the snapshot alone (idle).
             assert restored.restores["snapshot"] == 1
-            offsets = await snapshot_and_journal_end(lane, loop_id)
-            assert offsets[0] == offsets[1]
+            await check_loop_snapshots(lane, loop_id)
         finally:
             await session.close()
