@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import json
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -70,20 +69,11 @@ async def one_kind(
         metrics = system.metrics
         before = metrics.commits
         waited = metrics.commit_latency.total, metrics.commit_latency.count
-        servers = system.server_pids()
-        server_cpu = [s.cpu() for s in servers]
-        own_cpu = time.process_time()
         doc = await workload.latency(
             system, kind, conversations=conversations, turns=turns, first_index=20_000
         )
-        doc["own_cpu_ms_per_turn"] = round(
-            1000 * (time.process_time() - own_cpu) / doc["turns"], 2
-        )
         doc["broker_cpu_ms_per_turn"] = round(
-            1000
-            * sum(s.cpu() - c for s, c in zip(servers, server_cpu, strict=True))
-            / doc["turns"],
-            2,
+            sum(doc["server_cpu_ms_per_turn"].values()), 2
         )
         commits = metrics.commits - before
         doc["transactions"] = commits
@@ -113,7 +103,7 @@ async def raw_floor(kind: str, *, bootstrap: str, turns: int) -> dict[str, Any]:
     shape = TURN_SHAPES[kind]
     deltas = DELTAS_PER_TURN[kind]
     broker = turnstream_systems.broker_pid()
-    meter = workload.ServerProcess("kafka broker", broker) if broker else None
+    servers = [workload.ServerProcess("kafka broker", broker)] if broker else []
     async with topic_set(bootstrap, f"txn-raw-{kind}", partitions=4) as (
         prefix,
         topics,
@@ -154,23 +144,18 @@ async def raw_floor(kind: str, *, bootstrap: str, turns: int) -> dict[str, Any]:
                     await txn.commit_transaction()
 
             await one_turn(0)  # warm-up: metadata, coordinator, connections
-            broker0 = meter.cpu() if meter else 0.0
-            own0 = time.process_time()
-            started = time.perf_counter()
-            for n in range(1, turns + 1):
-                await one_turn(n)
-            wall = time.perf_counter() - started
+            with workload.CpuMeter(servers) as meter:
+                for n in range(1, turns + 1):
+                    await one_turn(n)
             return {
                 "turns": turns,
                 "transactions_per_turn": len(shape),
-                "ms_per_turn": round(1000 * wall / turns, 2),
-                "own_cpu_ms_per_turn": round(
-                    1000 * (time.process_time() - own0) / turns, 2
-                ),
+                "ms_per_turn": round(1000 * meter.wall / turns, 2),
+                "own_cpu_ms_per_turn": round(1000 * meter.own / turns, 2),
                 "broker_cpu_ms_per_turn": round(
-                    1000 * ((meter.cpu() if meter else 0.0) - broker0) / turns, 2
+                    1000 * sum(meter.server.values()) / turns, 2
                 )
-                if meter
+                if servers
                 else None,
             }
         finally:

@@ -346,5 +346,9 @@ async def latency(
         "latency_ms": percentiles(samples),
         "turns_per_s": round(total / meter.wall, 1),
         "cpu_ms_per_turn": round(1000 * meter.total / total, 3),
+        "own_cpu_ms_per_turn": round(1000 * meter.own / total, 3),
+        "server_cpu_ms_per_turn": {
+            k: round(1000 * v / total, 3) for k, v in meter.server.items()
+        },
         "deviations": deviations.doc(),
     }
