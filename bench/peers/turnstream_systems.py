@@ -56,8 +56,8 @@ from turnstream.content import (
     AIMessage,
     TextBlock,
     TextChunk,
-    ToolResultBlock,
     ToolResultMessage,
+    text_of,
 )
 from turnstream.events import AnyEvent, StepDone, TokenDelta, TurnDone
 from turnstream.ids import LoopId
@@ -107,15 +107,6 @@ class AddTool:
 ADD_RESULT = str(sum(TOOL_ARGS.values()))
 
 
-def _text_of(message: ToolResultMessage) -> str:
-    """A tool result's text (its text blocks, nested or not)."""
-    parts: list[str] = []
-    for block in message.blocks:
-        inner = block.content if isinstance(block, ToolResultBlock) else (block,)
-        parts += [c.text for c in inner if isinstance(c, TextBlock)]
-    return "".join(parts)
-
-
 def answer_text(message: AIMessage) -> str:
     """The text blocks of a final answer, joined."""
     return "".join(b.text for b in message.blocks if isinstance(b, TextBlock))
@@ -152,7 +143,7 @@ class Router:
                 and isinstance(event, StepDone)
             ):
                 self._tool_results[loop_id] += sum(
-                    isinstance(m, ToolResultMessage) and _text_of(m) == ADD_RESULT
+                    isinstance(m, ToolResultMessage) and text_of(m.blocks) == ADD_RESULT
                     for m in event.messages
                 )
             if loop_id is not None:
