@@ -8,12 +8,13 @@ no event id). Imports only value types and errors.
 
 from __future__ import annotations
 
+from typing import NamedTuple
 from uuid import UUID
 
 from turnstream.errors import InvalidEventError
 from turnstream.events import EVENT_TYPES, EventBase, Profile
 
-__all__ = ["validate_event"]
+__all__ = ["IdRule", "id_rules", "validate_event"]
 
 _REQUIRED, _ZERO, _ANY = "R", "Z", "."
 
@@ -75,3 +76,37 @@ def validate_event(event: EventBase) -> None:
         getattr(event, "tool_execution_id", None)
     ):
         raise InvalidEventError(cls.__name__, "tool_execution_id", "must be set")
+
+
+class IdRule(NamedTuple):
+    """One id :func:`validate_event` checks: where it is, and set or zero."""
+
+    in_header: bool
+    field: str
+    must_be_set: bool
+
+
+def id_rules(cls: type[EventBase]) -> tuple[IdRule, ...] | None:
+    """The id rules :func:`validate_event` enforces on ``cls``, as data.
+
+    For a checker elsewhere (the codec's native path) that holds exactly when
+    ``validate_event`` passes; None for a type whose rules are not a plain
+    list of set/zero ids (an unknown type, or an *any* step whose turn rule
+    would then depend on it).
+    """
+    if cls not in _KNOWN:
+        return None
+    loop_rule, turn_rule, step_rule = _PROFILES[cls.PROFILE]
+    if step_rule == _ANY and turn_rule != _REQUIRED:
+        return None
+    rules = [IdRule(True, "event_id", True), IdRule(True, "session_id", True)]
+    for field, rule in (
+        ("loop_id", loop_rule),
+        ("turn_id", turn_rule),
+        ("step_id", step_rule),
+    ):
+        if rule != _ANY:
+            rules.append(IdRule(True, field, rule == _REQUIRED))
+    if cls.PROFILE is Profile.TOOL:
+        rules.append(IdRule(False, "tool_execution_id", True))
+    return tuple(rules)

@@ -67,6 +67,7 @@ from turnstream.wire.errors import (
     UnknownFingerprintError,
     UnknownRecordTypeError,
 )
+from turnstream.wire import _native_plan as native
 from turnstream.wire.fast_path import FastPath
 from turnstream.wire.framing import HEADER_SIZE, frame, read_fingerprint
 from turnstream.wire.schemas import SchemaSet, Topic, TopicSchema
@@ -133,6 +134,9 @@ class Codec:
         # The generated writers and readers of the two event topics, built on
         # first use (see fast_path); the generic path covers what they do not.
         self._fast: dict[Topic, FastPath] = {}
+        # In front of those, where the extension is built: the same mapping
+        # in C (native), also built on first use.
+        self._native: dict[Topic, native.NativePath] = {}
         # The incremental LoopState writers, per writer schema (state_writer).
         self._state_writers: dict[bytes, StateWriter] = {}
 
@@ -148,6 +152,17 @@ class Codec:
             EncodeError: a value the schema cannot carry (naive datetime,
                 integer beyond a long, unencodable text, oversize record).
         """
+        # The native plan checks the ids as validate_event does; whatever it
+        # declines, the path below validates (raising the typed error) and writes.
+        plan = self._native_path(Topic.EVENTS).writers.get(type(event))
+        if plan is not None:
+            try:
+                data: bytes = native.write(plan, event)
+            except Exception:  # noqa: BLE001 - the Python paths decide
+                pass
+            else:
+                if len(data) <= self.max_payload_bytes:
+                    return data
         if not _is_enduring(event):
             if _is_ephemeral(event):
                 raise EphemeralNotPersistableError(event.type_name)
@@ -162,6 +177,11 @@ class Codec:
             DecodeError: for any input that is not a valid enduring event
                 (subclasses name the cause; see :mod:`turnstream.wire.errors`).
         """
+        decoded = self._read_native(Topic.EVENTS, data)
+        if decoded is not None:
+            # The plan checked the ids as validate_event does.
+            found: EnduringEvent = decoded
+            return found
         fast = self._read_fast(Topic.EVENTS, data)
         event: EnduringEvent = (
             fast
@@ -182,6 +202,15 @@ class Codec:
             UnknownEventTypeError: ``event`` is not one of the event classes.
             EncodeError: a value the schema cannot carry.
         """
+        plan = self._native_path(Topic.DELTAS).writers.get(type(event))
+        if plan is not None:
+            try:
+                data: bytes = native.write(plan, event)
+            except Exception:  # noqa: BLE001 - the Python paths decide
+                pass
+            else:
+                if len(data) <= self.max_payload_bytes:
+                    return data
         if not _is_ephemeral(event):
             if _is_enduring(event):
                 raise NotEphemeralError(event.type_name)
@@ -194,6 +223,10 @@ class Codec:
         Raises:
             DecodeError: for any input that is not a valid ephemeral event.
         """
+        decoded = self._read_native(Topic.DELTAS, data)
+        if decoded is not None:
+            found: EphemeralEvent = decoded
+            return found
         fast = self._read_fast(Topic.DELTAS, data)
         if _is_ephemeral(fast):
             return fast
@@ -289,6 +322,32 @@ class Codec:
                 self.schemas.writer_schema(topic), _FAST_CLASSES[topic]
             )
         return fast
+
+    def _native_path(self, topic: Topic) -> native.NativePath:
+        path = self._native.get(topic)
+        if path is None:
+            schema = self.schemas.writer_schema(topic)
+            path = self._native[topic] = native.NativePath(
+                schema.parsed,
+                frame(schema.fingerprint, b""),
+                _FAST_CLASSES[topic],
+                validated=topic is Topic.EVENTS,
+            )
+        return path
+
+    def _read_native(self, topic: Topic, data: bytes) -> Any:
+        """The event on the native path, or None: then the Python paths decide."""
+        path = self._native_path(topic)
+        if (
+            path.reader is None
+            or len(data) > self.max_payload_bytes
+            or data[:HEADER_SIZE] != path.prefix
+        ):
+            return None
+        try:
+            return native.read(path.reader, data)
+        except Exception:  # noqa: BLE001 - the Python paths decide
+            return None
 
     def _write_event(self, topic: Topic, what: str, event: AnyEvent) -> bytes:
         data = self._fast_path(topic).write(event)

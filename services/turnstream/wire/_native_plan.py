@@ -1,0 +1,552 @@
+"""The native fast path: plans for the C interpreter in ``_native``, from schema and models.
+
+Owns :class:`NativePath` and :func:`native_available`. The same analysis as
+the generated Python fast path (:mod:`~turnstream.wire._event_writer`,
+:mod:`~turnstream.wire._event_reader`: which schema/model pairs are covered,
+which model rules a decoded value must meet), expressed as nested tuples that
+``_native.write``/``_native.read`` walk, so encode and decode run without the
+interpreter. The C side accepts less than the Python side, never more: any
+value it does not expect raises ``Miss``, and the codec runs the Python fast
+path and the generic path behind it, which stay the authority for errors.
+
+The extension is built by the package's build hook (``hatch_build.py``, or
+``make native``) where a C compiler exists; without it, or with
+``TURNSTREAM_NATIVE_CODEC=0``, :func:`native_available` is False and the codec
+uses the Python paths alone (same bytes, same values). Imports value types and
+the generators' analysis; never fastavro.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from datetime import datetime
+from types import ModuleType
+from collections.abc import Callable
+from typing import Any, Final
+from uuid import UUID
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from turnstream.events import EventBase, Header
+from turnstream.validation import id_rules
+from turnstream.wire._codegen import (
+    Miss,
+    Unsupported,
+    model_class,
+    short_name,
+    zigzag_bytes,
+)
+from turnstream.wire._event_reader import (
+    _BOUNDS,
+    _accepts,
+    _check_model,
+    _implied_by_long,
+    _leaves,
+    _literal_values,
+    _min_size,
+    _nullable,
+    _uuids,
+    uuid_at,
+)
+from turnstream.wire.schemas import named_types
+
+__all__ = ["NATIVE_ENV", "NativePath", "native_available", "read", "write"]
+
+NATIVE_ENV: Final = "TURNSTREAM_NATIVE_CODEC"
+"""Set to ``0`` to run the codec on its Python paths only."""
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get(NATIVE_ENV, "1") == "0":
+        return None
+    try:
+        from turnstream.wire import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    # The slot descriptors model_construct sets through (their __set__ is
+    # what the Python reader calls).
+    slots = (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
+    _native.configure(Miss, UUID, _uuids, uuid_at, *(BaseModel.__dict__[s] for s in slots))
+    module: ModuleType = _native
+    return module
+
+
+_NATIVE: Final = _load()
+
+
+def native_available() -> bool:
+    """Whether the codec's fast path runs in C here (built, and not switched off)."""
+    return _NATIVE is not None
+
+
+# Opcodes, as in _native.c.
+(
+    W_CONST,
+    W_NULL,
+    W_BOOL,
+    W_LONG,
+    W_INT,
+    W_STRING,
+    W_BYTES,
+    W_UUID,
+    W_TIMESTAMP,
+    W_ENUM,
+    W_ARRAY,
+    W_OPTIONAL,
+    W_UNION,
+    W_RECORD,
+    W_CHECK,
+) = range(15)
+(
+    R_NULL,
+    R_BOOL,
+    R_LONG,
+    R_STRING,
+    R_BYTES,
+    R_UUID,
+    R_OPT_UUID,
+    R_TIMESTAMP,
+    R_ENUM,
+    R_ARRAY,
+    R_UNION,
+    R_RECORD,
+    R_MISS,
+) = range(13)
+F_GIVEN_HEADER: Final = 1
+F_HEADER_CACHE: Final = 2
+_MAX_FIELDS: Final = 64
+# The raising comparison of each bound, as Python's rich-compare op codes.
+_COMPARE: Final = {"<": 0, "<=": 1, ">": 4, ">=": 5}
+
+Plan = tuple[Any, ...]
+
+
+class _Planner:
+    """Shared by both directions: named types and recursion guard."""
+
+    def __init__(self, named: dict[str, Any]) -> None:
+        self._named = named
+        self._records: dict[str, Plan] = {}
+        self._open: set[str] = set()
+
+    def resolve(self, schema: Any) -> Any:
+        return self._named.get(schema, schema) if isinstance(schema, str) else schema
+
+    def record(self, schema: Any, build: Any) -> Plan:
+        name = str(schema["name"])
+        plan = self._records.get(name)
+        if plan is None:
+            if name in self._open:
+                raise Unsupported(f"recursive record {name}")
+            self._open.add(name)
+            try:
+                plan = self._records[name] = build()
+            finally:
+                self._open.discard(name)
+        return plan
+
+
+class _WritePlanner(_Planner):
+    """Encode plans: the decisions of ``_event_writer._WriterSource``."""
+
+    def value(self, schema: Any, annotation: Any) -> Plan:
+        schema = self.resolve(schema)
+        if isinstance(schema, str):
+            return self._primitive(schema)
+        if isinstance(schema, list):
+            return self._union(schema)
+        logical = schema.get("logicalType")
+        if logical == "uuid":
+            return (W_UUID,)
+        if logical == "timestamp-micros":
+            return (W_TIMESTAMP,)
+        kind = schema["type"]
+        if kind == "record":
+            return self.record_plan(schema)
+        if kind == "enum":
+            table = {s: zigzag_bytes(i) for i, s in enumerate(schema["symbols"])}
+            cls = (
+                annotation
+                if isinstance(annotation, type) and issubclass(annotation, enum.Enum)
+                else None
+            )
+            return (W_ENUM, table, cls)
+        if kind == "array":
+            return (W_ARRAY, self.value(schema["items"], None))
+        if logical is None and isinstance(kind, str):
+            return self._primitive(kind)
+        raise Unsupported(str(kind))
+
+    @staticmethod
+    def _primitive(kind: str) -> Plan:
+        codes = {
+            "null": W_NULL,
+            "boolean": W_BOOL,
+            "long": W_LONG,
+            "int": W_INT,
+            "string": W_STRING,
+            "bytes": W_BYTES,
+        }
+        if kind not in codes:
+            raise Unsupported(kind)
+        return (codes[kind],)
+
+    def _union(self, branches: list[Any]) -> Plan:
+        branches = [self.resolve(b) for b in branches]
+        if len(branches) == 2 and "null" in branches:
+            null = branches.index("null")
+            other = self.value(branches[1 - null], None)
+            return (W_OPTIONAL, zigzag_bytes(null), zigzag_bytes(1 - null), other)
+        if not all(isinstance(b, dict) and b.get("type") == "record" for b in branches):
+            raise Unsupported("a union of several non-record branches")
+        return (
+            W_UNION,
+            {
+                model_class(b["name"]): (zigzag_bytes(i), self.record_plan(b))
+                for i, b in enumerate(branches)
+            },
+        )
+
+    def fields(self, schema: Any, cls: type[BaseModel]) -> tuple[Plan, ...]:
+        model_fields = cls.model_fields
+        out = []
+        for field in schema["fields"]:
+            info = model_fields.get(field["name"])
+            if info is None:
+                raise Unsupported(f"{cls.__name__}.{field['name']}")
+            out.append((field["name"], self.value(field["type"], info.annotation)))
+        return tuple(out)
+
+    def record_plan(self, schema: Any) -> Plan:
+        cls = model_class(schema["name"])
+        return self.record(schema, lambda: (W_RECORD, cls, self.fields(schema, cls)))
+
+
+class _ReadPlanner(_Planner):
+    """Decode plans: the decisions and model rules of ``_event_reader._ReaderSource``."""
+
+    def __init__(self, named: dict[str, Any]) -> None:
+        super().__init__(named)
+        self._cache_headers = bool(Header.model_config.get("frozen"))
+
+    def value(self, schema: Any, leaves: list[Any]) -> Plan:
+        schema = self.resolve(schema)
+        if isinstance(schema, list):
+            return self._union(schema, leaves)
+        kind = schema if isinstance(schema, str) else None
+        if isinstance(schema, dict):
+            logical = schema.get("logicalType")
+            if logical == "uuid":
+                _require(leaves, UUID)
+                return (R_UUID,)
+            if logical == "timestamp-micros":
+                _require(leaves, datetime)
+                return (R_TIMESTAMP,)
+            if logical is None and isinstance(schema["type"], str):
+                kind = schema["type"]
+        if kind == "record":
+            if model_class(schema["name"]) not in leaves:
+                raise Unsupported(f"{schema['name']} for {leaves!r}")
+            return self.record_plan(schema, given=False)
+        if kind == "enum":
+            return self._enum(schema, leaves)
+        if kind == "array":
+            if _min_size(self.resolve(schema["items"]), self._named) < 1:
+                raise Unsupported("an array of values that take no bytes")
+            return (R_ARRAY, self.value(schema["items"], leaves))
+        return self._primitive(kind, leaves)
+
+    @staticmethod
+    def _primitive(kind: str | None, leaves: list[Any]) -> Plan:
+        if kind in ("long", "int"):
+            _require(leaves, int)
+            return (R_LONG,)
+        if kind == "boolean":
+            _require(leaves, bool)
+            return (R_BOOL,)
+        if kind == "string":
+            _require(leaves, str)
+            values = _literal_values(leaves)
+            return (R_STRING, None if values is None else frozenset(values))
+        if kind == "bytes":
+            _require(leaves, bytes)
+            return (R_BYTES,)
+        if kind == "null":
+            _require(leaves, type(None))
+            return (R_NULL,)
+        raise Unsupported(str(kind))
+
+    @staticmethod
+    def _enum(schema: Any, leaves: list[Any]) -> Plan:
+        symbols: list[str] = schema["symbols"]
+        classes = [
+            leaf
+            for leaf in leaves
+            if isinstance(leaf, type) and issubclass(leaf, enum.Enum)
+        ]
+        if classes:
+            (cls,) = classes
+            members: dict[object, object] = {m.value: m for m in cls}
+            table = {
+                zigzag_bytes(i)[0]: members[s]
+                for i, s in enumerate(symbols)
+                if s in members and len(zigzag_bytes(i)) == 1
+            }
+        else:
+            _require(leaves, str)
+            allowed = _literal_values(leaves)
+            table = {
+                zigzag_bytes(i)[0]: s
+                for i, s in enumerate(symbols)
+                if (allowed is None or s in allowed) and len(zigzag_bytes(i)) == 1
+            }
+        return (R_ENUM, table)
+
+    def _union(self, branches: list[Any], leaves: list[Any]) -> Plan:
+        branches = [self.resolve(b) for b in branches]
+        if len(branches) == 2 and branches[0] == "null":
+            other = branches[1]
+            if isinstance(other, dict) and other.get("logicalType") == "uuid":
+                _require(leaves, UUID)
+                _require(leaves, type(None))
+                return (R_OPT_UUID,)
+        if len(branches) > 64:
+            raise Unsupported("a union of more than 64 branches")
+        plans: list[Plan] = []
+        for branch in branches:
+            if branch == "null":
+                _require(leaves, type(None))
+                plans.append((R_NULL,))
+            elif isinstance(branch, dict) and branch.get("type") == "record":
+                if model_class(branch["name"]) in leaves:
+                    plans.append(self.record_plan(branch, given=False))
+                else:
+                    plans.append((R_MISS,))
+            else:
+                plans.append(self.value(branch, leaves))
+        return (R_UNION, tuple(plans))
+
+    def record_plan(self, schema: Any, *, given: bool) -> Plan:
+        if given:
+            return self._record(schema, given=True)
+        return self.record(schema, lambda: self._record(schema, given=False))
+
+    def _record(self, schema: Any, *, given: bool) -> Plan:
+        cls = model_class(schema["name"])
+        _check_model(cls)
+        model_fields = cls.model_fields
+        index: dict[str, int] = {"header": 0} if given else {}
+        fields: list[Plan] = []
+        for field in schema["fields"]:
+            name = field["name"]
+            info = model_fields.get(name)
+            if info is None:
+                raise Unsupported(f"{cls.__name__}.{name}")
+            node = self.value(field["type"], _leaves(info.annotation))
+            bounds = []
+            for item in info.metadata:
+                rule = _BOUNDS.get(type(item))
+                if rule is None:
+                    raise Unsupported(f"constraint {item!r}")
+                attr, op = rule
+                if not _implied_by_long(type(item), getattr(item, attr)):
+                    bounds.append((_COMPARE[op], getattr(item, attr)))
+            optional = _nullable(self.resolve(field["type"]))
+            index[name] = len(index)
+            fields.append((node, tuple(bounds), optional))
+        if len(fields) > _MAX_FIELDS:
+            raise Unsupported(f"{cls.__name__}: more than {_MAX_FIELDS} fields")
+        template: dict[str, object] = {}
+        for name, info in model_fields.items():
+            if name in index:
+                template[name] = None
+                continue
+            default = info.default
+            if default is PydanticUndefined or info.default_factory is not None:
+                raise Unsupported(f"{cls.__name__}.{name} has no constant default")
+            if not isinstance(default, str | int | bool | type(None)):
+                raise Unsupported(f"{cls.__name__}.{name} default is not immutable")
+            template[name] = default
+        validators = tuple(
+            v.func for v in cls.__pydantic_decorators__.model_validators.values()
+        )
+        flags = F_GIVEN_HEADER if given else 0
+        cache: object = None
+        event_id = -1
+        if cls is Header and self._cache_headers:
+            flags |= F_HEADER_CACHE
+            # Headers by their encoded bytes, the lengths seen, their first bytes.
+            cache = ({}, [], set())
+            event_id = index["event_id"]
+        return (
+            R_RECORD,
+            cls,
+            tuple(fields),
+            tuple(index.items()),
+            frozenset(index),
+            validators,
+            flags,
+            cache,
+            event_id,
+            template,
+        )
+
+
+def _require(leaves: list[Any], python_type: type) -> None:
+    if not _accepts(leaves, python_type):
+        raise Unsupported(f"{python_type.__name__} for {leaves!r}")
+
+
+def _envelope(envelope: Any) -> tuple[dict[str, Any], Any, list[Any]]:
+    named: dict[str, Any] = named_types(envelope)
+    if [f["name"] for f in envelope["fields"]] != ["header", "payload"]:
+        raise Unsupported(envelope["name"])
+    header, payload = (
+        named.get(t, t) if isinstance(t, str) else t
+        for t in (f["type"] for f in envelope["fields"])
+    )
+    return named, header, payload
+
+
+def _rules(cls: type[BaseModel]) -> Plan:
+    rules = id_rules(cls) if issubclass(cls, EventBase) else None
+    if rules is None:
+        raise Unsupported(f"{cls.__name__}: no plain id rules")
+    return tuple(tuple(rule) for rule in rules)
+
+
+def write_plans(
+    envelope: Any, prefix: bytes, *, validated: bool
+) -> dict[type[BaseModel], Plan]:
+    """One encode plan per event class the envelope's payload union carries.
+
+    ``validated``: the plan first checks the event's ids as ``validate_event``
+    does (a broken rule misses, and the Python path raises the typed error).
+    """
+    named, header, payload = _envelope(envelope)
+    plans: dict[type[BaseModel], Plan] = {}
+    for index, entry in enumerate(payload):
+        branch = named.get(entry, entry) if isinstance(entry, str) else entry
+        try:
+            cls = model_class(branch["name"])
+            planner = _WritePlanner(named)
+            check = ((None, (W_CHECK, _rules(cls))),) if validated else ()
+            fields = (
+                *check,
+                (None, (W_CONST, prefix)),
+                ("header", planner.record_plan(header)),
+                (None, (W_CONST, zigzag_bytes(index))),
+                *planner.fields(branch, cls),
+            )
+            plans[cls] = (W_RECORD, cls, fields)
+        except Unsupported:
+            continue
+    return plans
+
+
+def read_plan(
+    envelope: Any, body_offset: int, allowed: frozenset[str], *, validated: bool
+) -> Plan | None:
+    """The decode plan of whole frames written with ``envelope``, or None.
+
+    ``validated``: a decoded event must also pass its id rules (else it
+    misses, and the Python path raises the typed error).
+    """
+    try:
+        named, header, payload = _envelope(envelope)
+    except Unsupported:
+        return None
+    planner = _ReadPlanner(named)
+    payloads: list[Plan | None] = []
+    rules: list[Plan | None] = []
+    for entry in payload:
+        branch = named.get(entry, entry) if isinstance(entry, str) else entry
+        plan: Plan | None = None
+        rule: Plan | None = None
+        if short_name(branch["name"]) in allowed and len(payloads) < 64:
+            try:
+                plan = planner.record_plan(branch, given=True)
+                if validated:
+                    rule = _rules(model_class(branch["name"]))
+            except Unsupported:
+                plan = None
+        payloads.append(plan)
+        rules.append(rule)
+    if not any(payloads):
+        return None
+    try:
+        header_plan = planner.record_plan(header, given=False)
+    except Unsupported:
+        return None
+    return (body_offset, header_plan, tuple(payloads), tuple(rules))
+
+
+class NativePath:
+    """The native plans of one event topic (see the module doc).
+
+    Empty (no writers, no reader) where the extension is not available, so a
+    caller needs no second branch.
+
+    Args:
+        envelope: the topic's current (writer) schema, parsed.
+        prefix: the frame header its frames start with.
+        classes: the event classes the topic carries.
+        validated: plans also check the ids as ``validate_event`` does.
+    """
+
+    __slots__ = ("prefix", "reader", "writers")
+
+    def __init__(
+        self,
+        envelope: Any,
+        prefix: bytes,
+        classes: frozenset[type[EventBase]],
+        *,
+        validated: bool,
+    ) -> None:
+        self.prefix = prefix
+        self.writers: dict[type[BaseModel], Plan] = {}
+        """Encode plan by exact event class, for :data:`write`."""
+        self.reader: Plan | None = None
+        """Decode plan of frames that start with ``prefix``, for :data:`read`."""
+        if _NATIVE is None:
+            return
+        self.writers = {
+            cls: plan
+            for cls, plan in write_plans(envelope, prefix, validated=validated).items()
+            if cls in classes
+        }
+        self.reader = read_plan(
+            envelope,
+            len(prefix),
+            frozenset(cls.__name__ for cls in classes),
+            validated=validated,
+        )
+
+    @property
+    def readers(self) -> frozenset[str]:
+        """The event type names the decode plan covers."""
+        if self.reader is None:
+            return frozenset()
+        return frozenset(p[1].__name__ for p in self.reader[2] if p is not None)
+
+
+def _unavailable(plan: Plan, value: object) -> Any:
+    raise Miss
+
+
+write: Final[Callable[[Plan, object], bytes]] = (
+    _unavailable if _NATIVE is None else _NATIVE.write
+)
+"""``write(plan, event)``: the frame, or an exception (then the Python paths)."""
+read: Final[Callable[[Plan, bytes], Any]] = (
+    _unavailable if _NATIVE is None else _NATIVE.read
+)
+"""``read(plan, data)``: the event, or an exception (then the Python paths)."""
