@@ -39,16 +39,28 @@ enum { F_GIVEN_HEADER = 1, F_HEADER_CACHE = 2 };
 
 static PyObject *Miss;          /* the exception that hands over to Python */
 static PyObject *UuidType;      /* uuid.UUID */
-static PyObject *UuidCache;     /* encoded bytes -> UUID, shared with Python */
+static PyObject *SafeUnknown;   /* uuid.SafeUUID.unknown */
 static PyObject *UuidAt;        /* the Python parser of a UUID not cached */
-static PyObject *SetDict, *SetFieldsSet, *SetExtra, *SetPrivate;
+static PyObject *SetFieldsSet, *SetExtra, *SetPrivate; /* slot descriptors */
 static PyObject *EmptyTuple, *StrHeader;
-static Py_ssize_t UuidIntOffset; /* where a UUID keeps its int (a slot) */
+static Py_ssize_t UuidIntOffset, UuidSafeOffset; /* a UUID's slots */
 
-static inline long
+/* A plan's small non-negative ints (opcodes, flags, indexes), read without
+ * a call: they are built by _native_plan and always fit one digit. */
+static inline Py_ssize_t
+small_int(PyObject *o)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return (Py_ssize_t)_PyLong_CompactValue((PyLongObject *)o);
+#else
+    return Py_SIZE(o) == 0 ? 0 : (Py_ssize_t)((PyLongObject *)o)->ob_digit[0];
+#endif
+}
+
+static inline Py_ssize_t
 op_of(PyObject *node)
 {
-    return PyLong_AsLong(PyTuple_GET_ITEM(node, 0));
+    return small_int(PyTuple_GET_ITEM(node, 0));
 }
 
 static int
@@ -216,57 +228,46 @@ id_is_set(PyObject *v)
 {
     if (v == Py_None)
         return 0;
-    unsigned char raw[16];
-    if (uuid_bytes(v, raw) < 0)
-        return -1;
-    for (int k = 0; k < 16; k++)
-        if (raw[k])
-            return 1;
-    return 0;
+    if ((PyObject *)Py_TYPE(v) != UuidType)
+        return miss();
+    PyObject *i = *(PyObject **)((char *)v + UuidIntOffset);
+    if (!i || !PyLong_CheckExact(i))
+        return miss();
+    return PyObject_IsTrue(i);
 }
 
 /* The event's ids against its coordinate profile: rules are
  * ((in_header, key, must_be_set), ...). A broken rule is a miss: the Python
- * path raises the typed error. */
+ * path raises the typed error. Attributes are read as attributes, so a
+ * decoded instance's __dict__ is not materialized for this. */
 static int
 check_ids(PyObject *event, PyObject *rules)
 {
-    PyObject *dict = PyObject_GenericGetDict(event, NULL);
-    if (!dict)
-        return -1;
-    PyObject *header_dict = NULL;
+    PyObject *header = NULL;
     int rc = 0;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(rules) && rc == 0; k++) {
         PyObject *rule = PyTuple_GET_ITEM(rules, k);
-        PyObject *where = dict;
+        PyObject *where = event;
         if (PyTuple_GET_ITEM(rule, 0) == Py_True) {
-            if (!header_dict) {
-                PyObject *header = PyDict_GetItemWithError(dict, StrHeader);
-                if (!header) {
-                    rc = PyErr_Occurred() ? -1 : miss();
-                    break;
-                }
-                header_dict = PyObject_GenericGetDict(header, NULL);
-                if (!header_dict) {
-                    rc = -1;
-                    break;
-                }
+            if (!header && !(header = PyObject_GenericGetAttr(event, StrHeader))) {
+                rc = -1;
+                break;
             }
-            where = header_dict;
+            where = header;
         }
-        PyObject *v = PyDict_GetItemWithError(where, PyTuple_GET_ITEM(rule, 1));
+        PyObject *v = PyObject_GenericGetAttr(where, PyTuple_GET_ITEM(rule, 1));
         if (!v) {
-            rc = PyErr_Occurred() ? -1 : miss();
+            rc = -1;
             break;
         }
         int set = id_is_set(v);
+        Py_DECREF(v);
         if (set < 0)
             rc = -1;
         else if (set != (PyTuple_GET_ITEM(rule, 2) == Py_True))
             rc = miss();
     }
-    Py_XDECREF(header_dict);
-    Py_DECREF(dict);
+    Py_XDECREF(header);
     return rc;
 }
 
@@ -481,24 +482,89 @@ r_length(In *in, Py_ssize_t *out)
     return 0;
 }
 
+/* Decoded UUIDs by value, direct-mapped: the ids of a session repeat in
+ * every event, and a hit costs no allocation. Bounded by construction. */
+#define UUID_SLOTS 4096
+static struct {
+    uint64_t hi, lo;
+    PyObject *uuid;
+} uuid_slots[UUID_SLOTS];
+
+static int
+hex_digit(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* The 36 characters of a canonical (lowercase) UUID text, or -1. */
+static int
+parse_uuid(const unsigned char *s, unsigned char raw[16])
+{
+    int k = 0;
+    for (int i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return -1;
+            continue;
+        }
+        int hi = hex_digit(s[i]), lo = hex_digit(s[i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        raw[k++] = (unsigned char)(hi << 4 | lo);
+        i++;
+    }
+    return 0;
+}
+
+static PyObject *
+new_uuid(const unsigned char raw[16])
+{
+    PyObject *i = _PyLong_FromByteArray(raw, 16, 0, 0);
+    if (!i)
+        return NULL;
+    /* As UUID.__init__ leaves it: the int, and is_safe unknown. */
+    PyObject *u = PyBaseObject_Type.tp_new((PyTypeObject *)UuidType, EmptyTuple, NULL);
+    if (!u) {
+        Py_DECREF(i);
+        return NULL;
+    }
+    *(PyObject **)((char *)u + UuidIntOffset) = i;
+    *(PyObject **)((char *)u + UuidSafeOffset) = Py_NewRef(SafeUnknown);
+    return u;
+}
+
 static PyObject *
 r_uuid(In *in, int optional)
 {
-    Py_ssize_t size = optional ? 38 : 37;
-    if (in->n - in->p >= size) {
-        PyObject *key = PyBytes_FromStringAndSize((const char *)in->d + in->p, size);
-        if (!key)
-            return NULL;
-        PyObject *hit = PyDict_GetItemWithError(UuidCache, key);
-        Py_DECREF(key);
-        if (hit) {
-            in->p += size;
-            return Py_NewRef(hit);
+    /* Canonical text (length 36, lowercase hex): parsed here. */
+    Py_ssize_t at = in->p + (optional ? 1 : 0);
+    if (in->n - at >= 37 && in->d[at] == 72 && (!optional || in->d[in->p] == 2)) {
+        unsigned char raw[16];
+        if (parse_uuid(in->d + at + 1, raw) == 0) {
+            uint64_t hi = 0, lo = 0;
+            for (int k = 0; k < 8; k++) {
+                hi = hi << 8 | raw[k];
+                lo = lo << 8 | raw[8 + k];
+            }
+            size_t slot = (size_t)((lo ^ hi ^ (lo >> 29) ^ (hi >> 31)) % UUID_SLOTS);
+            in->p = at + 37;
+            if (uuid_slots[slot].uuid && uuid_slots[slot].hi == hi &&
+                uuid_slots[slot].lo == lo)
+                return Py_NewRef(uuid_slots[slot].uuid);
+            PyObject *u = new_uuid(raw);
+            if (!u)
+                return NULL;
+            Py_XSETREF(uuid_slots[slot].uuid, Py_NewRef(u));
+            uuid_slots[slot].hi = hi;
+            uuid_slots[slot].lo = lo;
+            return u;
         }
-        if (PyErr_Occurred())
-            return NULL;
     }
-    /* Not cached: the Python parser, which also caches what it parses. */
+    /* Anything else: the Python parser, with its rules. */
     PyObject *pos = PyLong_FromSsize_t(in->p);
     if (!pos)
         return NULL;
@@ -622,16 +688,17 @@ header_store(In *in, PyObject *cache, Py_ssize_t start, PyObject *header)
     return rc;
 }
 
-/* node = (R_RECORD, cls, fields, dict_spec, fields_set, validators, flags,
- *         cache, event_id_index, template)
- * fields: ((node, bounds, optional), ...) read in schema order
- * dict_spec: ((key, index), ...): the value at index goes under key (index 0
- * is the given header when F_GIVEN_HEADER); template: the __dict__ every
- * instance starts from, keys in model order, constant defaults set. */
+/* node = (R_RECORD, cls, fields, order, fields_set, validators, flags,
+ *         cache, event_id_index)
+ * fields: ((node, bounds, optional), ...), read in schema order into values
+ * (after the given header, with F_GIVEN_HEADER);
+ * order: every model field in model order, (key, False, index into values)
+ * or (key, True, constant default): set as attributes, so the instance keeps
+ * CPython's shared-key inline values instead of a dict of its own. */
 static PyObject *
 r_record(In *in, PyObject *node, PyObject *given)
 {
-    long flags = PyLong_AsLong(PyTuple_GET_ITEM(node, 6));
+    Py_ssize_t flags = small_int(PyTuple_GET_ITEM(node, 6));
     PyObject *cache = PyTuple_GET_ITEM(node, 7);
     Py_ssize_t start = in->p;
     if (flags & F_HEADER_CACHE) {
@@ -644,7 +711,7 @@ r_record(In *in, PyObject *node, PyObject *given)
     Py_ssize_t offset = (flags & F_GIVEN_HEADER) ? 1 : 0;
     PyObject *values[MAX_FIELDS + 1];
     Py_ssize_t have = 0;
-    PyObject *result = NULL, *dict = NULL, *fields_set = NULL, *o = NULL;
+    PyObject *result = NULL, *fields_set = NULL, *o = NULL;
     if (nfields + offset > MAX_FIELDS + 1) {
         PyErr_SetString(PyExc_SystemError, "record plan too wide");
         return NULL;
@@ -663,18 +730,6 @@ r_record(In *in, PyObject *node, PyObject *given)
             broken(v, bounds) < 0)
             goto done;
     }
-    /* A copy of the template (every key in model order, defaults set) is a
-     * clone of its key table: no insertion, no resize. */
-    PyObject *spec = PyTuple_GET_ITEM(node, 3);
-    dict = PyDict_Copy(PyTuple_GET_ITEM(node, 9));
-    if (!dict)
-        goto done;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(spec); k++) {
-        PyObject *entry = PyTuple_GET_ITEM(spec, k);
-        Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 1));
-        if (PyDict_SetItem(dict, PyTuple_GET_ITEM(entry, 0), values[index]) < 0)
-            goto done;
-    }
     fields_set = PySet_New(PyTuple_GET_ITEM(node, 4));
     if (!fields_set)
         goto done;
@@ -682,8 +737,17 @@ r_record(In *in, PyObject *node, PyObject *given)
     o = PyBaseObject_Type.tp_new(cls, EmptyTuple, NULL);
     if (!o)
         goto done;
-    if (Py_TYPE(SetDict)->tp_descr_set(SetDict, o, dict) < 0 ||
-        Py_TYPE(SetFieldsSet)->tp_descr_set(SetFieldsSet, o, fields_set) < 0 ||
+    PyObject *order = PyTuple_GET_ITEM(node, 3);
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(order); k++) {
+        PyObject *entry = PyTuple_GET_ITEM(order, k);
+        /* (key, True, default) or (key, False, index into values) */
+        PyObject *v = PyTuple_GET_ITEM(entry, 1) == Py_True
+                          ? PyTuple_GET_ITEM(entry, 2)
+                          : values[small_int(PyTuple_GET_ITEM(entry, 2))];
+        if (PyObject_GenericSetAttr(o, PyTuple_GET_ITEM(entry, 0), v) < 0)
+            goto done;
+    }
+    if (Py_TYPE(SetFieldsSet)->tp_descr_set(SetFieldsSet, o, fields_set) < 0 ||
         Py_TYPE(SetExtra)->tp_descr_set(SetExtra, o, Py_None) < 0 ||
         Py_TYPE(SetPrivate)->tp_descr_set(SetPrivate, o, Py_None) < 0)
         goto done;
@@ -695,7 +759,7 @@ r_record(In *in, PyObject *node, PyObject *given)
         Py_DECREF(r);
     }
     if (flags & F_HEADER_CACHE) {
-        Py_ssize_t id_index = PyLong_AsSsize_t(PyTuple_GET_ITEM(node, 8));
+        Py_ssize_t id_index = small_int(PyTuple_GET_ITEM(node, 8));
         if (values[id_index] == Py_None && header_store(in, cache, start, o) < 0)
             goto done;
     }
@@ -703,7 +767,6 @@ r_record(In *in, PyObject *node, PyObject *given)
 done:
     for (Py_ssize_t k = 0; k < have; k++)
         Py_DECREF(values[k]);
-    Py_XDECREF(dict);
     Py_XDECREF(fields_set);
     Py_XDECREF(o);
     return result;
@@ -729,6 +792,14 @@ r_value(In *in, PyObject *node)
         int64_t v;
         if (r_long(in, &v) < 0)
             return NULL;
+        /* (R_LONG, lo, hi): the field's integer bounds, folded in. */
+        if (PyTuple_GET_SIZE(node) == 2) {
+            /* (R_LONG, bounds): lo and hi as two native int64 in bytes. */
+            int64_t bounds[2];
+            memcpy(bounds, PyBytes_AS_STRING(PyTuple_GET_ITEM(node, 1)), sizeof bounds);
+            if (v < bounds[0] || v > bounds[1])
+                break;
+        }
         return PyLong_FromLongLong(v);
     }
     case R_STRING:
@@ -849,7 +920,7 @@ r_value(In *in, PyObject *node)
     return NULL;
 }
 
-/* plan = (body_offset, header_node, payload nodes by branch index,
+/* plan = (frame prefix, header_node, payload nodes by branch index,
  *         id rules by branch index or None) */
 static PyObject *
 native_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -867,8 +938,10 @@ native_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     in.data = args[1];
     in.d = (const unsigned char *)PyBytes_AS_STRING(args[1]);
     in.n = PyBytes_GET_SIZE(args[1]);
-    in.p = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, 0));
-    if (in.p > in.n) {
+    /* The frame's prefix (magic byte and schema fingerprint) first. */
+    PyObject *prefix = PyTuple_GET_ITEM(plan, 0);
+    in.p = PyBytes_GET_SIZE(prefix);
+    if (in.p > in.n || memcmp(in.d, PyBytes_AS_STRING(prefix), in.p) != 0) {
         miss();
         return NULL;
     }
@@ -901,15 +974,28 @@ native_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return event;
 }
 
+static int
+slot_offset(PyObject *type, const char *name, Py_ssize_t *offset)
+{
+    PyObject *member = PyDict_GetItemString(((PyTypeObject *)type)->tp_dict, name);
+    if (!member || !Py_IS_TYPE(member, &PyMemberDescr_Type) ||
+        ((PyMemberDescrObject *)member)->d_member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "UUID keeps its %s elsewhere", name);
+        return -1;
+    }
+    *offset = ((PyMemberDescrObject *)member)->d_member->offset;
+    return 0;
+}
+
 static PyObject *
 native_configure(PyObject *self, PyObject *args)
 {
-    PyObject *miss_, *uuid_type, *uuid_cache, *uuid_at, *sd, *sf, *se, *sp;
-    if (!PyArg_ParseTuple(args, "OO!O!OOOOO", &miss_, &PyType_Type, &uuid_type, &PyDict_Type,
-                          &uuid_cache, &uuid_at, &sd, &sf, &se, &sp))
+    PyObject *miss_, *uuid_type, *safe_unknown, *uuid_at, *sf, *se, *sp;
+    if (!PyArg_ParseTuple(args, "OO!OOOOO", &miss_, &PyType_Type, &uuid_type,
+                          &safe_unknown, &uuid_at, &sf, &se, &sp))
         return NULL;
-    PyObject *descrs[] = {sd, sf, se, sp};
-    for (int k = 0; k < 4; k++) {
+    PyObject *descrs[] = {sf, se, sp};
+    for (int k = 0; k < 3; k++) {
         if (!Py_TYPE(descrs[k])->tp_descr_set) {
             PyErr_SetString(PyExc_TypeError, "a setter has no __set__");
             return NULL;
@@ -917,19 +1003,14 @@ native_configure(PyObject *self, PyObject *args)
     }
     Py_XSETREF(Miss, Py_NewRef(miss_));
     Py_XSETREF(UuidType, Py_NewRef(uuid_type));
-    Py_XSETREF(UuidCache, Py_NewRef(uuid_cache));
+    Py_XSETREF(SafeUnknown, Py_NewRef(safe_unknown));
     Py_XSETREF(UuidAt, Py_NewRef(uuid_at));
-    Py_XSETREF(SetDict, Py_NewRef(sd));
     Py_XSETREF(SetFieldsSet, Py_NewRef(sf));
     Py_XSETREF(SetExtra, Py_NewRef(se));
     Py_XSETREF(SetPrivate, Py_NewRef(sp));
-    PyObject *member = PyDict_GetItemString(((PyTypeObject *)uuid_type)->tp_dict, "int");
-    if (!member || !Py_IS_TYPE(member, &PyMemberDescr_Type) ||
-        ((PyMemberDescrObject *)member)->d_member->type != T_OBJECT_EX) {
-        PyErr_SetString(PyExc_TypeError, "UUID keeps its int elsewhere");
+    if (slot_offset(uuid_type, "int", &UuidIntOffset) < 0 ||
+        slot_offset(uuid_type, "is_safe", &UuidSafeOffset) < 0)
         return NULL;
-    }
-    UuidIntOffset = ((PyMemberDescrObject *)member)->d_member->offset;
     Py_RETURN_NONE;
 }
 
@@ -939,8 +1020,8 @@ static PyMethodDef methods[] = {
     {"read", (PyCFunction)(void (*)(void))native_read, METH_FASTCALL,
      "read(plan, data) -> value: the frame decoded by the plan, or Miss."},
     {"configure", native_configure, METH_VARARGS,
-     "configure(Miss, UUID, uuid_cache, uuid_at, set_dict, set_fields_set, "
-     "set_extra, set_private): the Python objects the plans rely on."},
+     "configure(Miss, UUID, SafeUUID.unknown, uuid_at, fields_set, "
+     "extra, private descriptors): the Python objects the plans rely on."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import enum
 import os
+import struct
 from datetime import datetime
 from types import ModuleType
 from collections.abc import Callable
 from typing import Any, Final
-from uuid import UUID
+from uuid import UUID, SafeUUID
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
@@ -47,7 +48,6 @@ from turnstream.wire._event_reader import (
     _literal_values,
     _min_size,
     _nullable,
-    _uuids,
     uuid_at,
 )
 from turnstream.wire.schemas import named_types
@@ -65,15 +65,11 @@ def _load() -> ModuleType | None:
         from turnstream.wire import _native  # type: ignore[attr-defined]
     except ImportError:
         return None
-    # The slot descriptors model_construct sets through (their __set__ is
-    # what the Python reader calls).
-    slots = (
-        "__dict__",
-        "__pydantic_fields_set__",
-        "__pydantic_extra__",
-        "__pydantic_private__",
+    # The slot descriptors model_construct sets besides the fields.
+    slots = ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+    _native.configure(
+        Miss, UUID, SafeUUID.unknown, uuid_at, *(BaseModel.__dict__[s] for s in slots)
     )
-    _native.configure(Miss, UUID, _uuids, uuid_at, *(BaseModel.__dict__[s] for s in slots))
     module: ModuleType = _native
     return module
 
@@ -359,21 +355,22 @@ class _ReadPlanner(_Planner):
                 if not _implied_by_long(type(item), getattr(item, attr)):
                     bounds.append((_COMPARE[op], getattr(item, attr)))
             optional = _nullable(self.resolve(field["type"]))
+            node, rest = _bounded_longs(node, bounds)
             index[name] = len(index)
-            fields.append((node, tuple(bounds), optional))
+            fields.append((node, rest, optional))
         if len(fields) > _MAX_FIELDS:
             raise Unsupported(f"{cls.__name__}: more than {_MAX_FIELDS} fields")
-        template: dict[str, object] = {}
+        defaults: dict[str, object] = {}
         for name, info in model_fields.items():
             if name in index:
-                template[name] = None
+                defaults[name] = None
                 continue
             default = info.default
             if default is PydanticUndefined or info.default_factory is not None:
                 raise Unsupported(f"{cls.__name__}.{name} has no constant default")
             if not isinstance(default, str | int | bool | type(None)):
                 raise Unsupported(f"{cls.__name__}.{name} default is not immutable")
-            template[name] = default
+            defaults[name] = default
         validators = tuple(
             v.func for v in cls.__pydantic_decorators__.model_validators.values()
         )
@@ -389,14 +386,52 @@ class _ReadPlanner(_Planner):
             R_RECORD,
             cls,
             tuple(fields),
-            tuple(index.items()),
+            # Every model field in model order: read (an index into the
+            # values read, the given header first) or its constant default.
+            tuple(
+                (k, False, index[k]) if k in index else (k, True, v)
+                for k, v in defaults.items()
+            ),
             frozenset(index),
             validators,
             flags,
             cache,
             event_id,
-            template,
         )
+
+
+_LONG_MIN: Final = -(1 << 63)
+_LONG_MAX: Final = (1 << 63) - 1
+
+
+def _bounded_longs(node: Plan, bounds: list[tuple[int, Any]]) -> tuple[Plan, Plan]:
+    """Integer bounds folded into the long reads they apply to: ``(R_LONG, lo, hi)``.
+
+    Returns the node and the bounds left to check on the value (all of them
+    when the field is not a (nullable) long or a bound is not an int).
+    """
+    if not bounds or not all(type(b) is int for _, b in bounds):
+        return node, tuple(bounds)
+    lo, hi = _LONG_MIN, _LONG_MAX
+    for op, bound in bounds:
+        # The comparison that fails the value, as in _event_reader._BOUNDS.
+        if op == _COMPARE["<"]:  # ge
+            lo = max(lo, bound)
+        elif op == _COMPARE["<="]:  # gt
+            lo = max(lo, bound + 1)
+        elif op == _COMPARE[">"]:  # le
+            hi = min(hi, bound)
+        else:  # lt
+            hi = min(hi, bound - 1)
+    if lo > hi:
+        lo, hi = 1, 0  # nothing passes
+    # Two native int64, as the C side reads them.
+    bounded = (R_LONG, struct.pack("=qq", lo, hi))
+    if node == (R_LONG,):
+        return bounded, ()
+    if node[0] == R_UNION and all(b in ((R_LONG,), (R_NULL,)) for b in node[1]):
+        return (R_UNION, tuple(bounded if b == (R_LONG,) else b for b in node[1])), ()
+    return node, tuple(bounds)
 
 
 def _require(leaves: list[Any], python_type: type) -> None:
@@ -452,9 +487,11 @@ def write_plans(
 
 
 def read_plan(
-    envelope: Any, body_offset: int, allowed: frozenset[str], *, validated: bool
+    envelope: Any, prefix: bytes, allowed: frozenset[str], *, validated: bool
 ) -> Plan | None:
-    """The decode plan of whole frames written with ``envelope``, or None.
+    """The decode plan of whole frames (``prefix`` + body) written with ``envelope``.
+
+    None where no payload type is covered.
 
     ``validated``: a decoded event must also pass its id rules (else it
     misses, and the Python path raises the typed error).
@@ -485,7 +522,7 @@ def read_plan(
         header_plan = planner.record_plan(header, given=False)
     except Unsupported:
         return None
-    return (body_offset, header_plan, tuple(payloads), tuple(rules))
+    return (prefix, header_plan, tuple(payloads), tuple(rules))
 
 
 class NativePath:
@@ -515,7 +552,8 @@ class NativePath:
         self.writers: dict[type[BaseModel], Plan] = {}
         """Encode plan by exact event class, for :data:`write`."""
         self.reader: Plan | None = None
-        """Decode plan of frames that start with ``prefix``, for :data:`read`."""
+        """Decode plan of frames that start with ``prefix``, for :data:`read`
+        (which checks the prefix)."""
         if _NATIVE is None:
             return
         self.writers = {
@@ -525,7 +563,7 @@ class NativePath:
         }
         self.reader = read_plan(
             envelope,
-            len(prefix),
+            prefix,
             frozenset(cls.__name__ for cls in classes),
             validated=validated,
         )

@@ -137,6 +137,8 @@ class Codec:
         # In front of those, where the extension is built: the same mapping
         # in C (native), also built on first use.
         self._native: dict[Topic, native.NativePath] = {}
+        self._event_plans: dict[type, native.Plan] | None = None
+        self._delta_plans: dict[type, native.Plan] | None = None
         # The incremental LoopState writers, per writer schema (state_writer).
         self._state_writers: dict[bytes, StateWriter] = {}
 
@@ -154,7 +156,10 @@ class Codec:
         """
         # The native plan checks the ids as validate_event does; whatever it
         # declines, the path below validates (raising the typed error) and writes.
-        plan = self._native_path(Topic.EVENTS).writers.get(type(event))
+        plans = self._event_plans
+        if plans is None:
+            plans = self._event_plans = self._native_path(Topic.EVENTS).writers
+        plan = plans.get(type(event))
         if plan is not None:
             try:
                 data: bytes = native.write(plan, event)
@@ -202,7 +207,10 @@ class Codec:
             UnknownEventTypeError: ``event`` is not one of the event classes.
             EncodeError: a value the schema cannot carry.
         """
-        plan = self._native_path(Topic.DELTAS).writers.get(type(event))
+        plans = self._delta_plans
+        if plans is None:
+            plans = self._delta_plans = self._native_path(Topic.DELTAS).writers
+        plan = plans.get(type(event))
         if plan is not None:
             try:
                 data: bytes = native.write(plan, event)
@@ -337,15 +345,12 @@ class Codec:
 
     def _read_native(self, topic: Topic, data: bytes) -> Any:
         """The event on the native path, or None: then the Python paths decide."""
-        path = self._native_path(topic)
-        if (
-            path.reader is None
-            or len(data) > self.max_payload_bytes
-            or data[:HEADER_SIZE] != path.prefix
-        ):
+        reader = self._native_path(topic).reader
+        if reader is None or len(data) > self.max_payload_bytes:
             return None
         try:
-            return native.read(path.reader, data)
+            # The plan checks the frame's prefix itself.
+            return native.read(reader, data)
         except Exception:  # noqa: BLE001 - the Python paths decide
             return None
 
