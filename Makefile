@@ -4,7 +4,7 @@ VENV   ?= .venv
 PYTHON ?= python3.11
 BIN    := $(VENV)/bin
 
-.PHONY: install jars broker-up broker-down broker-status topics check fmt \
+.PHONY: install native jars broker-up broker-down broker-status topics check fmt \
         test test-unit test-kafka demo smoke bench bench-peers \
         cluster-up cluster-down cluster-status test-cluster test-secure
 
@@ -14,6 +14,9 @@ $(BIN)/python:
 install: $(BIN)/python  ## venv + editable install with dev and analytics extras
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev,analytics]"
+
+native:  ## rebuild the codec's C fast path in place (make install builds it too)
+	$(BIN)/python hatch_build.py
 
 jars:  ## fetch the Kafka broker jars from Maven Central (skipped when cached)
 	$(BIN)/turnstream broker jars

@@ -1,4 +1,4 @@
-"""The native fast path: plans for the C interpreter in ``_native``, from schema and models.
+"""The native fast path: plans for the C interpreter ``_native``, from schema + models.
 
 Owns :class:`NativePath` and :func:`native_available`. The same analysis as
 the generated Python fast path (:mod:`~turnstream.wire._event_writer`,
@@ -19,11 +19,12 @@ the generators' analysis; never fastavro.
 from __future__ import annotations
 
 import enum
+import importlib
 import os
 import struct
+from collections.abc import Callable
 from datetime import datetime
 from types import ModuleType
-from collections.abc import Callable
 from typing import Any, Final
 from uuid import UUID, SafeUUID
 
@@ -62,7 +63,7 @@ def _load() -> ModuleType | None:
     if os.environ.get(NATIVE_ENV, "1") == "0":
         return None
     try:
-        from turnstream.wire import _native  # type: ignore[attr-defined]
+        _native = importlib.import_module("turnstream.wire._native")
     except ImportError:
         return None
     # The slot descriptors model_construct sets besides the fields.
@@ -152,7 +153,7 @@ class _Planner:
 class _WritePlanner(_Planner):
     """Encode plans: the decisions of ``_event_writer._WriterSource``."""
 
-    def value(self, schema: Any, annotation: Any) -> Plan:
+    def value(self, schema: Any, annotation: Any) -> Plan:  # noqa: PLR0911 - per kind
         schema = self.resolve(schema)
         if isinstance(schema, str):
             return self._primitive(schema)
@@ -226,13 +227,13 @@ class _WritePlanner(_Planner):
 
 
 class _ReadPlanner(_Planner):
-    """Decode plans: the decisions and model rules of ``_event_reader._ReaderSource``."""
+    """Decode plans: the decisions and model rules of ``_ReaderSource``."""
 
     def __init__(self, named: dict[str, Any]) -> None:
         super().__init__(named)
         self._cache_headers = bool(Header.model_config.get("frozen"))
 
-    def value(self, schema: Any, leaves: list[Any]) -> Plan:
+    def value(self, schema: Any, leaves: list[Any]) -> Plan:  # noqa: PLR0911 - per kind
         schema = self.resolve(schema)
         if isinstance(schema, list):
             return self._union(schema, leaves)

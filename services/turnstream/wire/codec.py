@@ -57,6 +57,7 @@ from turnstream.events import (
 )
 from turnstream.state import LoopState
 from turnstream.validation import validate_event
+from turnstream.wire import _native_plan as native
 from turnstream.wire import from_record, to_record
 from turnstream.wire._compiled import Writer, compile_schema
 from turnstream.wire.errors import (
@@ -67,7 +68,6 @@ from turnstream.wire.errors import (
     UnknownFingerprintError,
     UnknownRecordTypeError,
 )
-from turnstream.wire import _native_plan as native
 from turnstream.wire.fast_path import FastPath
 from turnstream.wire.framing import HEADER_SIZE, frame, read_fingerprint
 from turnstream.wire.schemas import SchemaSet, Topic, TopicSchema
@@ -163,7 +163,7 @@ class Codec:
         if plan is not None:
             try:
                 data: bytes = native.write(plan, event)
-            except Exception:  # noqa: BLE001 - the Python paths decide
+            except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
                 pass
             else:
                 if len(data) <= self.max_payload_bytes:
@@ -214,7 +214,7 @@ class Codec:
         if plan is not None:
             try:
                 data: bytes = native.write(plan, event)
-            except Exception:  # noqa: BLE001 - the Python paths decide
+            except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
                 pass
             else:
                 if len(data) <= self.max_payload_bytes:

@@ -1,0 +1,407 @@
+"""The codec's native (C) path against its generic path: same bytes, same values.
+
+``_native`` walks the plans ``_native_plan`` builds; it may decline anything
+(the Python paths then decide), but what it returns must be indistinguishable
+from the generic path: identical bytes for every golden event, structurally
+identical models (types, field order, fields set, timezone objects) for every
+golden frame, for mutated and random frames either a decline or the generic
+value, and the id rules of ``validate_event`` held on both directions.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import hatch_build  # the build hook, at the checkout root (on the test path)
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.unit.wire.golden import BUILDERS, encode
+from tests.unit.wire.test_wire_fast_path import (
+    EVENT_GOLDEN,
+    FUZZ,
+    GOLDEN_FRAMES,
+    TOPICS,
+    _generic_read,
+    _generic_write,
+    _topic,
+    assert_identical,
+)
+from tests.unit.wire.test_wire_fuzz import _mutate, mutation
+
+from turnstream.content import TextChunk
+from turnstream.errors import DecodeError, InvalidEventError
+from turnstream.events import (
+    ENDURING_EVENT_TYPES,
+    EPHEMERAL_EVENT_TYPES,
+    EventBase,
+    StepDone,
+    TokenDelta,
+)
+from turnstream.validation import id_rules, validate_event
+from turnstream.wire import Codec, SchemaSet, Topic, to_record
+from turnstream.wire import _native_plan as native
+from turnstream.wire._compiled import compile_schema
+from turnstream.wire.errors import InvalidRecordError
+from turnstream.wire.framing import frame
+from turnstream.wire.schemas import default_schema_dir
+
+ROOT = Path(__file__).resolve().parents[3]
+
+CODEC = Codec(SchemaSet.load(default_schema_dir()))
+needs_native = pytest.mark.skipif(
+    not native.native_available(), reason="native codec not built or switched off"
+)
+
+
+def _path(topic: Topic) -> native.NativePath:
+    return CODEC._native_path(topic)
+
+
+def _write(event: EventBase) -> bytes:
+    return native.write(_path(_topic(event)).writers[type(event)], event)
+
+
+def _read(topic: Topic, data: bytes) -> Any:
+    reader = _path(topic).reader
+    assert reader is not None
+    return native.read(reader, data)
+
+
+def _declines(fn: Any, *args: object) -> bool:
+    try:
+        fn(*args)
+    except Exception:
+        return True
+    return False
+
+
+def test_native_extension_is_built_where_a_compiler_is() -> None:
+    """``make install`` builds it; it must not be silently missing or stale."""
+    if os.environ.get(native.NATIVE_ENV) == "0":
+        pytest.skip(f"{native.NATIVE_ENV}=0")
+    if hatch_build.compiler() is None:
+        pytest.skip("no C compiler here: the package is pure Python")
+    assert native.native_available(), "run `make install` (or `make native`)"
+    from turnstream.wire import _native  # type: ignore[attr-defined]
+
+    source = ROOT / hatch_build.SOURCE
+    built = Path(_native.__file__)
+    assert built.stat().st_mtime >= source.stat().st_mtime, (
+        f"{built.name} is older than {source.name}: run `make native`"
+    )
+
+
+def test_switched_off_the_codec_runs_its_python_paths() -> None:
+    code = (
+        "from turnstream.wire import _native_plan as n, Codec, SchemaSet\n"
+        "from tests.unit.wire.golden import BUILDERS\n"
+        "c = Codec(SchemaSet.load())\n"
+        "e = BUILDERS['TurnDone']()\n"
+        "assert not n.native_available()\n"
+        "assert c.unmarshal_event(c.marshal_event(e)) == e\n"
+        "print(c.marshal_event(e).hex())\n"
+    )
+    env = {**os.environ, native.NATIVE_ENV: "0"}
+    done = subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert bytes.fromhex(done.stdout.strip()) == encode(CODEC, BUILDERS["TurnDone"]())
+
+
+@needs_native
+def test_every_event_type_has_native_plans() -> None:
+    for topic, types in (
+        (Topic.EVENTS, ENDURING_EVENT_TYPES),
+        (Topic.DELTAS, EPHEMERAL_EVENT_TYPES),
+    ):
+        assert set(_path(topic).writers) == set(types)
+        assert _path(topic).readers == {t.__name__ for t in types}
+
+
+@needs_native
+@pytest.mark.parametrize("name", EVENT_GOLDEN)
+def test_native_writer_matches_generic_bytes_on_golden(name: str) -> None:
+    event = BUILDERS[name]()
+    assert isinstance(event, EventBase)
+    assert _write(event) == _generic_write(event) == encode(CODEC, event)
+
+
+@needs_native
+@pytest.mark.parametrize("name", EVENT_GOLDEN)
+def test_native_reader_matches_generic_value_on_golden(name: str) -> None:
+    event = BUILDERS[name]()
+    assert isinstance(event, EventBase)
+    data = _generic_write(event)
+    decoded = _read(_topic(event), data)
+    assert_identical(decoded, _generic_read(_topic(event), data))
+    assert decoded == event
+
+
+@needs_native
+@pytest.mark.parametrize("name", EVENT_GOLDEN)
+def test_native_values_behave_as_pydantic_built_ones(name: str) -> None:
+    """Equality, hash, repr, dump, copy with update, pickle: all as validated."""
+    event = BUILDERS[name]()
+    assert isinstance(event, EventBase)
+    data = _generic_write(event)
+    decoded, generic = _read(_topic(event), data), _generic_read(_topic(event), data)
+    assert decoded == event
+    assert hash(decoded) == hash(event)
+    assert repr(decoded) == repr(event)
+    assert decoded.model_dump_json() == event.model_dump_json()
+    assert pickle.loads(pickle.dumps(decoded)) == event  # noqa: S301 - own bytes
+    moved = decoded.model_copy(update={"header": event.header})
+    assert_identical(moved, generic.model_copy(update={"header": event.header}))
+
+
+def _compare_on(topic: Topic, data: bytes) -> None:
+    try:
+        got = _read(topic, data)
+    except Exception:
+        return
+    try:
+        generic = _generic_read(topic, data)
+    except DecodeError:
+        pytest.fail("the native path accepted what the generic refuses")
+    assert_identical(got, generic)
+    if topic is Topic.EVENTS:
+        validate_event(got)  # the id rules held, as unmarshal_event requires
+
+
+@needs_native
+@pytest.mark.timeout(60)
+@FUZZ
+@given(
+    index=st.integers(0, len(GOLDEN_FRAMES) - 1),
+    mutations=st.lists(mutation, min_size=1, max_size=4),
+    cross=st.booleans(),
+)
+def test_native_reader_on_mutated_golden_is_the_generic_or_declines(
+    index: int, mutations: list[tuple[str, int, int]], cross: bool
+) -> None:
+    topic, data = GOLDEN_FRAMES[index]
+    for op, where, arg in mutations:
+        data = _mutate(data, op, where, arg)
+    for each in TOPICS if cross else (topic,):
+        _compare_on(each, data)
+
+
+@needs_native
+@pytest.mark.timeout(60)
+@FUZZ
+@given(topic=st.sampled_from(sorted(TOPICS)), body=st.binary(max_size=512))
+def test_native_reader_on_random_bodies_is_the_generic_or_declines(
+    topic: Topic, body: bytes
+) -> None:
+    prefix = frame(CODEC.schemas.writer_schema(topic).fingerprint, b"")
+    _compare_on(topic, prefix + body)
+
+
+def _record_bytes(topic: Topic, record: dict[str, object]) -> bytes:
+    schema = CODEC.schemas.writer_schema(topic)
+    out = bytearray(frame(schema.fingerprint, b""))
+    compile_schema(schema.parsed)(out, record)
+    return bytes(out)
+
+
+@needs_native
+def test_model_rules_hold_on_the_native_path() -> None:
+    """A turn index of 0 (``ge=1``), a negative count, a broken group shape."""
+    delta: Any = to_record.event_record(BUILDERS["TokenDelta"]())  # type: ignore[arg-type]
+    delta["payload"][1]["turn_index"] = 0
+    data = _record_bytes(Topic.DELTAS, delta)
+    assert _declines(_read, Topic.DELTAS, data)
+    with pytest.raises(DecodeError, match="turn_index"):
+        CODEC.unmarshal_ephemeral(data)
+
+    done: Any = to_record.event_record(BUILDERS["TurnDone"]())  # type: ignore[arg-type]
+    done["payload"][1]["usage"]["input_tokens"] = -1
+    data = _record_bytes(Topic.EVENTS, done)
+    assert _declines(_read, Topic.EVENTS, data)
+    with pytest.raises(DecodeError, match="input_tokens"):
+        CODEC.unmarshal_event(data)
+
+    step: Any = to_record.event_record(BUILDERS["StepDone"]())  # type: ignore[arg-type]
+    step["payload"][1]["messages"] = step["payload"][1]["messages"][1:]
+    data = _record_bytes(Topic.EVENTS, step)
+    with pytest.raises(ValueError, match="AIMessage"):
+        _read(Topic.EVENTS, data)
+    with pytest.raises(DecodeError, match="StepDone"):
+        CODEC.unmarshal_event(data)
+
+
+def _broken_id_cases() -> list[tuple[str, str, bool, str]]:
+    """Every id rule of every enduring golden event, each broken once."""
+    cases = []
+    for name in EVENT_GOLDEN:
+        event = BUILDERS[name]()
+        assert isinstance(event, EventBase)
+        if not event.is_enduring():
+            continue
+        rules = id_rules(type(event))
+        assert rules is not None
+        for rule in rules:
+            how = "unset" if rule.must_be_set else "set"
+            cases.append((name, rule.field, rule.in_header, how))
+    return cases
+
+
+def _break(event: EventBase, field: str, in_header: bool, how: str) -> EventBase:
+    # Header ids are optional (None is unset); an event's own id is not, so
+    # there unset is the nil UUID (which validate_event also counts as unset).
+    unset = None if in_header else UUID(int=0)
+    value = unset if how == "unset" else UUID(int=0xBAD)
+    if in_header:
+        header = event.header.model_copy(update={field: value})
+        return event.model_copy(update={"header": header})
+    return event.model_copy(update={field: value})
+
+
+@needs_native
+@pytest.mark.parametrize(("name", "field", "in_header", "how"), _broken_id_cases())
+def test_native_id_checks_are_validate_events(
+    name: str, field: str, in_header: bool, how: str
+) -> None:
+    """Each broken id rule: the native writer and reader decline, and the
+    codec raises the typed error on both directions, as on the Python path."""
+    event = _break(BUILDERS[name](), field, in_header, how)  # type: ignore[arg-type]
+    with pytest.raises(InvalidEventError) as raised:
+        validate_event(event)
+    assert _declines(_write, event)
+    with pytest.raises(InvalidEventError) as marshalled:
+        CODEC.marshal_event(event)
+    assert str(marshalled.value) == str(raised.value)
+
+    data = _record_bytes(Topic.EVENTS, to_record.event_record(event))  # type: ignore[arg-type]
+    assert _declines(_read, Topic.EVENTS, data)
+    with pytest.raises(InvalidRecordError, match=field):
+        CODEC.unmarshal_event(data)
+
+
+@needs_native
+def test_nil_uuid_counts_as_unset_as_in_validate_event() -> None:
+    event = _break(BUILDERS["TurnDone"](), "turn_id", True, "unset")  # type: ignore[arg-type]
+    nil = event.model_copy(
+        update={"header": event.header.model_copy(update={"turn_id": UUID(int=0)})}
+    )
+    assert _declines(_write, nil)
+    with pytest.raises(InvalidEventError, match="turn_id"):
+        CODEC.marshal_event(nil)
+
+
+def _delta_with(**header: object) -> TokenDelta:
+    base = BUILDERS["TokenDelta"]()
+    assert isinstance(base, TokenDelta)
+    return base.model_copy(update={"header": base.header.model_copy(update=header)})
+
+
+class _Loud(TextChunk):
+    pass
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "event",
+    [
+        _delta_with(created_at=datetime(2026, 1, 1)),  # naive
+        _delta_with(
+            created_at=datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=2)))
+        ),
+        BUILDERS["TokenDelta"]().model_copy(update={"turn_index": 1 << 64}),  # type: ignore[union-attr]
+        BUILDERS["TokenDelta"]().model_copy(  # type: ignore[union-attr]
+            update={"chunk": TextChunk.model_construct(text="\ud800")}
+        ),
+        BUILDERS["TokenDelta"]().model_copy(update={"chunk": _Loud(text="hey")}),  # type: ignore[union-attr]
+        BUILDERS["TokenDelta"]().model_copy(  # type: ignore[union-attr]
+            update={"chunk": TextChunk.model_construct(text=b"bytes")}
+        ),
+    ],
+    ids=["naive", "other-zone", "long-overflow", "surrogate", "subclass", "bytes"],
+)
+def test_native_writer_declines_the_odd_and_the_codec_still_decides(
+    event: EventBase,
+) -> None:
+    assert _declines(_write, event)
+    try:
+        expected: bytes | type = _generic_write(event)
+    except Exception as exc:
+        expected = type(exc)
+    if isinstance(expected, bytes):
+        assert CODEC.marshal_ephemeral(event) == expected
+    else:
+        with pytest.raises(expected):
+            CODEC.marshal_ephemeral(event)
+
+
+@needs_native
+def test_a_steps_list_of_messages_is_declined_and_written_alike() -> None:
+    step = BUILDERS["StepDone"]()
+    assert isinstance(step, StepDone)
+    listed = StepDone.model_construct(header=step.header, messages=list(step.messages))
+    assert _declines(_write, listed)
+    assert CODEC.marshal_event(listed) == _generic_write(step)
+
+
+@needs_native
+def test_non_canonical_uuid_text_is_read_as_the_generic_reads_it() -> None:
+    """Uppercase hex parses on the Python side of the native reader."""
+    base = BUILDERS["TurnDone"]()
+    assert isinstance(base, EventBase)
+    session = UUID("abcdef01-2345-4678-9abc-def012345678")
+    done = base.model_copy(
+        update={"header": base.header.model_copy(update={"session_id": session})}
+    )
+    data = encode(CODEC, done)
+    text = str(session).encode()
+    upper = data.replace(text, text.upper())
+    assert upper != data
+    assert_identical(_read(Topic.EVENTS, upper), _generic_read(Topic.EVENTS, upper))
+
+
+@needs_native
+@FUZZ
+@given(
+    ids=st.lists(st.uuids(), min_size=5, max_size=5),
+    at=st.datetimes(
+        min_value=datetime(1, 1, 2),
+        max_value=datetime(9999, 12, 30),
+    ),
+    index=st.integers(1, 2**63 - 1),
+)
+def test_random_ids_times_and_counts_roundtrip_as_on_the_generic_path(
+    ids: list[UUID], at: datetime, index: int
+) -> None:
+    base = BUILDERS["TurnDone"]()
+    assert isinstance(base, EventBase)
+    header = base.header.model_copy(
+        update={
+            "event_id": ids[0],
+            "session_id": ids[1],
+            "loop_id": ids[2],
+            "turn_id": ids[3],
+            "created_at": at.replace(tzinfo=UTC),
+        }
+    )
+    event = base.model_copy(update={"header": header, "turn_index": index})
+    try:
+        validate_event(event)
+    except InvalidEventError:
+        assert _declines(_write, event)
+        return
+    data = _write(event)
+    assert data == _generic_write(event)
+    assert_identical(_read(Topic.EVENTS, data), _generic_read(Topic.EVENTS, data))
