@@ -50,6 +50,7 @@ def build_native(root: Path) -> Path | str:
         command = [
             *cc,
             "-O2",
+            "-DNDEBUG",  # as CPython's own release build: no asserts per access
             "-fPIC",
             "-shared",
             "-I",

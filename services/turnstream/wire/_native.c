@@ -482,13 +482,28 @@ r_length(In *in, Py_ssize_t *out)
     return 0;
 }
 
-/* Decoded UUIDs by value, direct-mapped: the ids of a session repeat in
- * every event, and a hit costs no allocation. Bounded by construction. */
+/* Decoded UUIDs by their canonical text, direct-mapped: the ids of a session
+ * repeat in every event, and a hit costs one compare, no parse and no
+ * allocation. Bounded by construction. */
 #define UUID_SLOTS 4096
 static struct {
-    uint64_t hi, lo;
+    unsigned char text[36];
     PyObject *uuid;
 } uuid_slots[UUID_SLOTS];
+
+static inline size_t
+uuid_slot(const unsigned char *text)
+{
+    uint64_t a, b, c, d;
+    memcpy(&a, text, 8);
+    memcpy(&b, text + 9, 8);
+    memcpy(&c, text + 19, 8);
+    memcpy(&d, text + 28, 8);
+    uint64_t h = (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ (c * 0xC2B2AE3D27D4EB4FULL) ^ d);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return (size_t)((h ^ (h >> 32)) % UUID_SLOTS);
+}
 
 static int
 hex_digit(unsigned char c)
@@ -543,24 +558,20 @@ r_uuid(In *in, int optional)
     /* Canonical text (length 36, lowercase hex): parsed here. */
     Py_ssize_t at = in->p + (optional ? 1 : 0);
     if (in->n - at >= 37 && in->d[at] == 72 && (!optional || in->d[in->p] == 2)) {
-        unsigned char raw[16];
-        if (parse_uuid(in->d + at + 1, raw) == 0) {
-            uint64_t hi = 0, lo = 0;
-            for (int k = 0; k < 8; k++) {
-                hi = hi << 8 | raw[k];
-                lo = lo << 8 | raw[8 + k];
-            }
-            size_t slot = (size_t)((lo ^ hi ^ (lo >> 29) ^ (hi >> 31)) % UUID_SLOTS);
+        const unsigned char *text = in->d + at + 1;
+        size_t slot = uuid_slot(text);
+        if (uuid_slots[slot].uuid && memcmp(uuid_slots[slot].text, text, 36) == 0) {
             in->p = at + 37;
-            if (uuid_slots[slot].uuid && uuid_slots[slot].hi == hi &&
-                uuid_slots[slot].lo == lo)
-                return Py_NewRef(uuid_slots[slot].uuid);
+            return Py_NewRef(uuid_slots[slot].uuid);
+        }
+        unsigned char raw[16];
+        if (parse_uuid(text, raw) == 0) {
             PyObject *u = new_uuid(raw);
             if (!u)
                 return NULL;
+            in->p = at + 37;
             Py_XSETREF(uuid_slots[slot].uuid, Py_NewRef(u));
-            uuid_slots[slot].hi = hi;
-            uuid_slots[slot].lo = lo;
+            memcpy(uuid_slots[slot].text, text, 36);
             return u;
         }
     }

@@ -108,6 +108,9 @@ _FAST_CLASSES: Final = {
 
 _T = TypeVar("_T")
 
+_UNBUILT: Final = object()
+"""A native reader not looked up yet (None means there is none)."""
+
 # What a compiled writer raises for a value Avro cannot carry (the mapping
 # builds exactly the schema's fields): an int beyond a long, a lone surrogate.
 _UNREPRESENTABLE = (ValueError, TypeError, OverflowError, UnicodeError, KeyError)
@@ -137,8 +140,11 @@ class Codec:
         # In front of those, where the extension is built: the same mapping
         # in C (native), also built on first use.
         self._native: dict[Topic, native.NativePath] = {}
+        # Their plans, looked up once (a call less per record).
         self._event_plans: dict[type, native.Plan] | None = None
         self._delta_plans: dict[type, native.Plan] | None = None
+        self._event_reader: Any = _UNBUILT
+        self._delta_reader: Any = _UNBUILT
         # The incremental LoopState writers, per writer schema (state_writer).
         self._state_writers: dict[bytes, StateWriter] = {}
 
@@ -182,11 +188,18 @@ class Codec:
             DecodeError: for any input that is not a valid enduring event
                 (subclasses name the cause; see :mod:`turnstream.wire.errors`).
         """
-        decoded = self._read_native(Topic.EVENTS, data)
-        if decoded is not None:
-            # The plan checked the ids as validate_event does.
-            found: EnduringEvent = decoded
-            return found
+        reader = self._event_reader
+        if reader is _UNBUILT:
+            reader = self._event_reader = self._native_path(Topic.EVENTS).reader
+        if reader is not None and len(data) <= self.max_payload_bytes:
+            try:
+                # The plan checks the frame's prefix, and the ids as
+                # validate_event does.
+                found: EnduringEvent = native.read(reader, data)
+            except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
+                pass
+            else:
+                return found
         fast = self._read_fast(Topic.EVENTS, data)
         event: EnduringEvent = (
             fast
@@ -231,10 +244,16 @@ class Codec:
         Raises:
             DecodeError: for any input that is not a valid ephemeral event.
         """
-        decoded = self._read_native(Topic.DELTAS, data)
-        if decoded is not None:
-            found: EphemeralEvent = decoded
-            return found
+        reader = self._delta_reader
+        if reader is _UNBUILT:
+            reader = self._delta_reader = self._native_path(Topic.DELTAS).reader
+        if reader is not None and len(data) <= self.max_payload_bytes:
+            try:
+                found: EphemeralEvent = native.read(reader, data)
+            except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
+                pass
+            else:
+                return found
         fast = self._read_fast(Topic.DELTAS, data)
         if _is_ephemeral(fast):
             return fast
@@ -342,17 +361,6 @@ class Codec:
                 validated=topic is Topic.EVENTS,
             )
         return path
-
-    def _read_native(self, topic: Topic, data: bytes) -> Any:
-        """The event on the native path, or None: then the Python paths decide."""
-        reader = self._native_path(topic).reader
-        if reader is None or len(data) > self.max_payload_bytes:
-            return None
-        try:
-            # The plan checks the frame's prefix itself.
-            return native.read(reader, data)
-        except Exception:  # noqa: BLE001 - the Python paths decide
-            return None
 
     def _write_event(self, topic: Topic, what: str, event: AnyEvent) -> bytes:
         data = self._fast_path(topic).write(event)
