@@ -396,10 +396,13 @@ class StepDone(EventBase):
 
     @model_validator(mode="after")
     def _group_shape(self) -> StepDone:
-        if not self.messages or not isinstance(self.messages[0], AIMessage):
+        messages = self.messages
+        if not messages or not isinstance(messages[0], AIMessage):
             raise ValueError("messages must start with the step's AIMessage")
-        if not all(isinstance(m, ToolResultMessage) for m in self.messages[1:]):
-            raise ValueError("messages after the first must be tool results")
+        # A loop, not all() over a generator: this runs on every decoded step.
+        for message in messages[1:]:
+            if not isinstance(message, ToolResultMessage):
+                raise ValueError("messages after the first must be tool results")
         return self
 
     @property
