@@ -9,7 +9,10 @@ encoded size, and the median paired ratio to pydantic JSON (``÷json``, above
 1 is faster), which the turn-taking keeps steady on a shared machine. Rows:
 
 * ``avro codec``: ``marshal_event``/``unmarshal_event`` (``*_ephemeral`` for
-  the TokenDelta) -- the codec end to end (fast path, framing, validation);
+  the TokenDelta) -- the codec end to end (fast path, framing, validation),
+  on its native (C) path where built (``environment.native`` says);
+* ``avro codec (py)``: the same codec on its Python paths only
+  (``Codec(..., native=False)``), the fallback where no compiler is;
 * ``avro body only``: fastavro's schemaless writer/reader on a prebuilt
   record, i.e. the floor under the codec's own mapping and validation;
 * ``pydantic json``: ``model_dump_json`` / ``model_validate_json``.
@@ -50,7 +53,7 @@ from turnstream.content import (
     Usage,
 )
 from turnstream.events import EventBase, Header, StepDone, TokenDelta, TurnDone
-from turnstream.wire import Codec, SchemaSet, Topic, to_record
+from turnstream.wire import Codec, SchemaSet, Topic, native_available, to_record
 from turnstream.wire.framing import HEADER_SIZE
 
 RESULTS = Path(__file__).resolve().parent / "results" / "codec.json"
@@ -143,12 +146,15 @@ def _time(fn: Callable[[], object], number: int, reps: int, warmup: int) -> list
 
 
 def _cases(
-    codec: Codec, event: EventBase
+    codec: Codec, python: Codec, event: EventBase
 ) -> dict[str, tuple[Callable[[], object], Callable[[], object], int]]:
     enduring = event.is_enduring()
     encode = codec.marshal_event if enduring else codec.marshal_ephemeral
     decode = codec.unmarshal_event if enduring else codec.unmarshal_ephemeral
+    py_encode = python.marshal_event if enduring else python.marshal_ephemeral
+    py_decode = python.unmarshal_event if enduring else python.unmarshal_ephemeral
     framed = encode(event)
+    assert py_encode(event) == framed, "the two paths disagree"
     topic = Topic.EVENTS if enduring else Topic.DELTAS
     schema = codec.schemas.writer_schema(topic).parsed
     record = to_record.event_record(event)  # type: ignore[arg-type]
@@ -172,6 +178,11 @@ def _cases(
     as_json = event.model_dump_json().encode()
     return {
         "avro codec": (lambda: encode(event), lambda: decode(framed), len(framed)),
+        "avro codec (py)": (
+            lambda: py_encode(event),
+            lambda: py_decode(framed),
+            len(framed),
+        ),
         "avro body only": (body_write, body_read, len(body)),
         "pydantic json": (
             event.model_dump_json,
@@ -189,10 +200,11 @@ def run(number: int, reps: int, warmup: int) -> dict[str, Any]:
     ``vs_pydantic_json`` is the median over repetitions of the paired ratio
     (pydantic JSON time / this implementation's time, above 1 is faster).
     """
-    codec = Codec(SchemaSet.load())
+    schemas = SchemaSet.load()
+    codec, python = Codec(schemas), Codec(schemas, native=False)
     rows = []
     for name, event in events().items():
-        cases = _cases(codec, event)
+        cases = _cases(codec, python, event)
         for op in ("encode", "decode"):
             fns = {
                 impl: (enc if op == "encode" else dec)
@@ -238,6 +250,7 @@ def run(number: int, reps: int, warmup: int) -> dict[str, Any]:
             "load_average_1m": round(os.getloadavg()[0], 2),
             "fastavro": fastavro.__version__,
             "pydantic": pydantic.VERSION,
+            "native": native_available(),
         },
         "results": rows,
     }
@@ -246,10 +259,10 @@ def run(number: int, reps: int, warmup: int) -> dict[str, Any]:
 def table(doc: dict[str, Any]) -> str:
     """The results as a fixed-width table."""
     head = ("event", "impl", "op", "bytes", "µs/event", "best", "events/s", "÷json")
-    lines = ["{:<11} {:<15} {:<7} {:>6} {:>9} {:>8} {:>10} {:>6}".format(*head)]
+    lines = ["{:<11} {:<16} {:<7} {:>6} {:>9} {:>8} {:>10} {:>6}".format(*head)]
     for r in doc["results"]:
         lines.append(
-            f"{r['event']:<11} {r['impl']:<15} {r['op']:<7} {r['bytes']:>6} "
+            f"{r['event']:<11} {r['impl']:<16} {r['op']:<7} {r['bytes']:>6} "
             f"{r['us_per_event']:>9.2f} {r['us_per_event_best']:>8.2f} "
             f"{r['events_per_s']:>10,} {r['vs_pydantic_json']:>6.2f}"
         )

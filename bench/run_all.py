@@ -124,9 +124,13 @@ PEERS_POSTGRES: dict[str, Any] = {}  # set from the command line in main()
 
 
 async def codec_section(_bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """The codec bench's rows (encode and decode, three events, three impls)."""
+    """The codec bench's rows (encode and decode, three events, four impls)."""
     doc = codec_bench.run(cfg["number"], cfg["reps"], cfg["warmup"])
-    return {"method": doc["method"], "rows": doc["results"]}
+    return {
+        "method": doc["method"],
+        "environment": doc["environment"],
+        "rows": doc["results"],
+    }
 
 
 async def turns_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -320,24 +324,39 @@ def _num(value: float, digits: int = 0) -> str:
 
 def _codec_md(sec: dict[str, Any]) -> list[str]:
     rows = {(r["event"], r["impl"], r["op"]): r for r in sec["rows"]}
+    native = sec.get("environment", {}).get("native")
     lines = [
+        f"Avro codec on its native (C) path: {'yes' if native else 'no'}; "
+        "the Python paths alone (no compiler) in the last two columns.",
+        "",
         "| event | op | Avro codec events/s | pydantic JSON events/s "
-        "| Avro / JSON | Avro bytes | JSON bytes |",
-        "|---|---|--:|--:|--:|--:|--:|",
+        "| **Avro / JSON** | Avro bytes | JSON bytes | Python path events/s "
+        "| Python / JSON |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
+
+    def ratio(row: dict[str, Any], js: dict[str, Any]) -> float:
+        # The paired per-repetition ratio where the bench gives it.
+        value: float = row.get(
+            "vs_pydantic_json", row["events_per_s"] / js["events_per_s"]
+        )
+        return value
+
     for event in ("TokenDelta", "StepDone", "TurnDone"):
         for op in ("encode", "decode"):
             avro = rows[(event, "avro codec", op)]
             js = rows[(event, "pydantic json", op)]
-            # The paired per-repetition ratio where the bench gives it.
-            ratio = avro.get(
-                "vs_pydantic_json", avro["events_per_s"] / js["events_per_s"]
+            py = rows.get((event, "avro codec (py)", op))
+            py_cells = (
+                f"{_num(py['events_per_s'])} | {ratio(py, js):.2f}"
+                if py
+                else "n/a | n/a"
             )
             lines.append(
                 f"| {event} | {op} | {_num(avro['events_per_s'])} "
                 f"| {_num(js['events_per_s'])} "
-                f"| {ratio:.2f} "
-                f"| {avro['bytes']} | {js['bytes']} |"
+                f"| **{ratio(avro, js):.2f}** "
+                f"| {avro['bytes']} | {js['bytes']} | {py_cells} |"
             )
     return lines
 

@@ -402,7 +402,8 @@ class StepDone(EventBase):
         # A loop, not all() over a generator: this runs on every decoded step.
         for message in messages[1:]:
             if not isinstance(message, ToolResultMessage):
-                raise ValueError("messages after the first must be tool results")
+                # ValueError, as pydantic turns it into a ValidationError.
+                raise ValueError("messages after the first must be tool results")  # noqa: TRY004
         return self
 
     @property

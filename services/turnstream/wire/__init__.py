@@ -32,6 +32,7 @@ Contents:
 
 from __future__ import annotations
 
+from turnstream.wire._native_plan import native_available
 from turnstream.wire.codec import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     Codec,
@@ -79,6 +80,7 @@ __all__ = [
     "marshal_ephemeral",
     "marshal_event",
     "marshal_state",
+    "native_available",
     "set_default_codec",
     "unmarshal_command",
     "unmarshal_ephemeral",

@@ -57,8 +57,7 @@ from turnstream.events import (
 )
 from turnstream.state import LoopState
 from turnstream.validation import validate_event
-from turnstream.wire import _native_plan as native
-from turnstream.wire import from_record, to_record
+from turnstream.wire import _native_plan, from_record, to_record
 from turnstream.wire._compiled import Writer, compile_schema
 from turnstream.wire.errors import (
     EncodeError,
@@ -123,10 +122,17 @@ class Codec:
         schemas: the loaded schema set (load once, share).
         max_payload_bytes: frames larger than this are refused on write and
             on read (before any decoding).
+        native: use the native (C) fast path where it is built (see
+            :func:`turnstream.wire.native_available`); False runs the Python
+            paths only. Same bytes and values either way.
     """
 
     def __init__(
-        self, schemas: SchemaSet, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+        self,
+        schemas: SchemaSet,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        native: bool = True,
     ) -> None:
         if max_payload_bytes < HEADER_SIZE:
             raise ValueError("max_payload_bytes must cover the frame header")
@@ -139,10 +145,11 @@ class Codec:
         self._fast: dict[Topic, FastPath] = {}
         # In front of those, where the extension is built: the same mapping
         # in C (native), also built on first use.
-        self._native: dict[Topic, native.NativePath] = {}
+        self._native: dict[Topic, _native_plan.NativePath] = {}
+        self._use_native = native
         # Their plans, looked up once (a call less per record).
-        self._event_plans: dict[type, native.Plan] | None = None
-        self._delta_plans: dict[type, native.Plan] | None = None
+        self._event_plans: dict[type, _native_plan.Plan] | None = None
+        self._delta_plans: dict[type, _native_plan.Plan] | None = None
         self._event_reader: Any = _UNBUILT
         self._delta_reader: Any = _UNBUILT
         # The incremental LoopState writers, per writer schema (state_writer).
@@ -168,7 +175,7 @@ class Codec:
         plan = plans.get(type(event))
         if plan is not None:
             try:
-                data: bytes = native.write(plan, event)
+                data: bytes = _native_plan.write(plan, event)
             except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
                 pass
             else:
@@ -195,7 +202,7 @@ class Codec:
             try:
                 # The plan checks the frame's prefix, and the ids as
                 # validate_event does.
-                found: EnduringEvent = native.read(reader, data)
+                found: EnduringEvent = _native_plan.read(reader, data)
             except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
                 pass
             else:
@@ -226,7 +233,7 @@ class Codec:
         plan = plans.get(type(event))
         if plan is not None:
             try:
-                data: bytes = native.write(plan, event)
+                data: bytes = _native_plan.write(plan, event)
             except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
                 pass
             else:
@@ -249,7 +256,7 @@ class Codec:
             reader = self._delta_reader = self._native_path(Topic.DELTAS).reader
         if reader is not None and len(data) <= self.max_payload_bytes:
             try:
-                found: EphemeralEvent = native.read(reader, data)
+                found: EphemeralEvent = _native_plan.read(reader, data)
             except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
                 pass
             else:
@@ -350,14 +357,14 @@ class Codec:
             )
         return fast
 
-    def _native_path(self, topic: Topic) -> native.NativePath:
+    def _native_path(self, topic: Topic) -> _native_plan.NativePath:
         path = self._native.get(topic)
         if path is None:
             schema = self.schemas.writer_schema(topic)
-            path = self._native[topic] = native.NativePath(
+            path = self._native[topic] = _native_plan.NativePath(
                 schema.parsed,
                 frame(schema.fingerprint, b""),
-                _FAST_CLASSES[topic],
+                _FAST_CLASSES[topic] if self._use_native else frozenset(),
                 validated=topic is Topic.EVENTS,
             )
         return path
