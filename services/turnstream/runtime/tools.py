@@ -26,6 +26,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 from uuid import UUID
 
 from turnstream.content import TextBlock, ToolResultMessage, text_of
@@ -69,10 +70,55 @@ def _clip_bytes(text: str, limit: int) -> str:
     return data[:limit].decode(errors="ignore")
 
 
+# The method each optional tool trait is known by.
+_TRAIT_METHODS: dict[type, str] = {
+    SequentialTool: "sequential",
+    ApprovalTool: "requires_approval",
+    AuditableTool: "audit_summary",
+}
+_CLASS_TRAITS: dict[tuple[type, type], bool | None] = {}
+
+
+def has_trait(tool: object, trait: type) -> bool:
+    """``isinstance(tool, trait)`` for a tool trait, answered per class once.
+
+    A runtime-checkable protocol's isinstance looks every member up again on
+    each call (slow before Python 3.12), and it runs several times per tool
+    call. The class decides it unless the class has a ``__getattr__`` (then
+    isinstance asks every time) or the instance holds the method itself.
+    """
+    if tool is None:
+        return False
+    cls = type(tool)
+    method = _TRAIT_METHODS[trait]
+    static = _CLASS_TRAITS.get((cls, trait), ...)
+    if static is ...:
+        static = _CLASS_TRAITS[(cls, trait)] = (
+            None
+            if hasattr(cls, "__getattr__")
+            else callable(getattr(cls, method, None))
+        )
+    if static is None or (not static and method in getattr(tool, "__dict__", ())):
+        return isinstance(tool, trait)
+    return static
+
+
+def _auditable(tool: object) -> TypeGuard[AuditableTool]:
+    return has_trait(tool, AuditableTool)
+
+
+def _sequential(tool: object) -> TypeGuard[SequentialTool]:
+    return has_trait(tool, SequentialTool)
+
+
+def _approval(tool: object) -> TypeGuard[ApprovalTool]:
+    return has_trait(tool, ApprovalTool)
+
+
 def summarize(tool: Tool | None, name: str, input_json: str) -> str:
     """A redacted, bounded one-line summary of a call (the name by default)."""
     summary = name
-    if isinstance(tool, AuditableTool):
+    if _auditable(tool):
         try:
             summary = tool.audit_summary(input_json) or name
         except Exception:  # noqa: BLE001 - a summary is cosmetic; it never fails a call
@@ -166,7 +212,7 @@ async def run_batch(
 
 
 def _is_sequential(tool: Tool | None) -> bool:
-    return isinstance(tool, SequentialTool) and tool.sequential()
+    return _sequential(tool) and tool.sequential()
 
 
 async def _prepare(
@@ -227,7 +273,7 @@ async def _resolve_access(
     missing = isinstance(spec.access_policy, NoAccessPolicy)
     ask = (
         not missing
-        and isinstance(tool, ApprovalTool)
+        and _approval(tool)
         and tool.requires_approval(state.call.input_json)
     )
     effect: AccessEffect | None = None

@@ -458,6 +458,20 @@ def _rules(cls: type[BaseModel]) -> Plan:
     return tuple(tuple(rule) for rule in rules)
 
 
+def item_plan(container: Any, schema: Any) -> Plan | None:
+    """The encode plan of one value of ``schema`` (named types from ``container``).
+
+    For array items written apart from their record (the loop state's history
+    messages); None where the native path is not built or does not cover it.
+    """
+    if _NATIVE is None:
+        return None
+    try:
+        return _WritePlanner(named_types(container)).value(schema, None)
+    except Unsupported:
+        return None
+
+
 def write_plans(
     envelope: Any, prefix: bytes, *, validated: bool
 ) -> dict[type[BaseModel], Plan]:

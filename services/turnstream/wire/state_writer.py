@@ -26,13 +26,13 @@ writer, nothing of the runtime.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
 from turnstream.content import Conversation
 from turnstream.state import LoopState
-from turnstream.wire import to_record
+from turnstream.wire import _native_plan, to_record
 from turnstream.wire._compiled import Writer, compile_schema, write_long
 
 __all__ = ["EncodedHistory", "StateWriter"]
@@ -75,7 +75,7 @@ class EncodedHistory:
         self,
         fingerprint: bytes,
         messages: tuple[Conversation, ...],
-        encode: Writer,
+        encode: Callable[[Conversation], bytes],
     ) -> Sequence[bytes]:
         """The encoded items of ``messages``, encoding only the unseen ones.
 
@@ -90,11 +90,7 @@ class EncodedHistory:
         else:
             while known[same] is messages[same]:
                 same += 1
-        fresh = []
-        for message in messages[same:]:
-            buf = bytearray()
-            encode(buf, to_record.message_branch(message))
-            fresh.append(bytes(buf))
+        fresh = [encode(message) for message in messages[same:]]
         items = self._encoded[:same] if same < len(self._encoded) else self._encoded
         items += fresh
         self._messages, self._encoded = messages, items
@@ -136,15 +132,40 @@ class StateWriter:
         # in field order, so later fields can refer to types defined earlier.
         named: dict[str, Any] = {}
         self._parts: list[tuple[str, Writer]] = []
+        self._message: Writer | None = None
+        self._native_message: _native_plan.Plan | None = None
         run: list[Any] = []
         for field in parsed["fields"]:
             if field["name"] in _MEMOISED:
                 self._flush(run, named)
                 item = compile_schema(field["type"]["items"], named)
                 self._parts.append((field["name"], item))
+                if field["name"] == _MESSAGES:
+                    self._message = item
+                    self._native_message = _native_plan.item_plan(
+                        parsed, field["type"]["items"]
+                    )
             else:
                 run.append(field)
         self._flush(run, named)
+
+    def _encode_message(self, message: Conversation) -> bytes:
+        # The native plan first (same bytes); whatever it declines, the
+        # compiled writer writes or raises on.
+        plan = self._native_message
+        if plan is not None:
+            try:
+                data: bytes = _native_plan.write(plan, message)
+            except Exception:  # noqa: BLE001, S110 - a decline: the writer below decides
+                pass
+            else:
+                return data
+        write = self._message
+        if write is None:  # a schema without the history array
+            raise KeyError(_MESSAGES)
+        buf = bytearray()
+        write(buf, to_record.message_branch(message))
+        return bytes(buf)
 
     def _flush(self, run: list[Any], named: dict[str, Any]) -> None:
         if run:
@@ -166,7 +187,9 @@ class StateWriter:
                 writer(out, record)
                 continue
             if name == _MESSAGES:
-                items = history.messages(self.fingerprint, state.messages, writer)
+                items = history.messages(
+                    self.fingerprint, state.messages, self._encode_message
+                )
             else:
                 items = history.ids(self.fingerprint, state.recent_command_ids, writer)
             if items:

@@ -476,3 +476,51 @@ async def test_respond_gate_append_failure_leaves_gate_answerable() -> None:
         await rig.idle()
         assert tool.calls == ["{}"]
         assert not [e for e in rig.events if isinstance(e, TurnInterrupted)]
+
+
+class _Plain:
+    async def run(self, ctx: object, input_json: str) -> str:
+        return ""
+
+
+class _Audited(_Plain):
+    def audit_summary(self, input_json: str) -> str:
+        return "audited"
+
+
+class _Dynamic(_Plain):
+    def __getattr__(self, name: str) -> object:
+        if name == "audit_summary":
+            return lambda input_json: "dynamic"
+        raise AttributeError(name)
+
+
+class _NoneOnClass(_Plain):
+    audit_summary = None
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        _Plain,
+        _Audited,
+        _Dynamic,
+        _NoneOnClass,
+        lambda: _with_instance_method(_Plain()),
+    ],
+    ids=["plain", "on-class", "getattr", "none-on-class", "on-instance"],
+)
+def test_tool_traits_answer_as_isinstance_does(make: object) -> None:
+    """The per-class answer never differs from the protocol's isinstance."""
+    from turnstream.runtime.ports import ApprovalTool, AuditableTool, SequentialTool
+    from turnstream.runtime.tools import has_trait
+
+    for _ in range(2):  # the second call is the cached one
+        tool = make()  # type: ignore[operator]
+        for trait in (AuditableTool, SequentialTool, ApprovalTool):
+            assert has_trait(tool, trait) == isinstance(tool, trait), trait.__name__
+
+
+def _with_instance_method(tool: _Plain) -> _Plain:
+    tool.audit_summary = lambda input_json: "mine"  # type: ignore[attr-defined]
+    return tool

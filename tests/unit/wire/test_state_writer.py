@@ -47,13 +47,13 @@ def state(messages: tuple[Conversation, ...], ids: tuple[UUID, ...] = ()) -> Loo
 def encodes(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """The messages the memo encodes, in order."""
     seen: list[object] = []
-    branch = state_writer.to_record.message_branch
+    encode = state_writer.StateWriter._encode_message
 
-    def counting(message: Conversation) -> object:
+    def counting(self: state_writer.StateWriter, message: Conversation) -> bytes:
         seen.append(message)
-        return branch(message)
+        return encode(self, message)
 
-    monkeypatch.setattr(state_writer.to_record, "message_branch", counting)
+    monkeypatch.setattr(state_writer.StateWriter, "_encode_message", counting)
     return seen
 
 
@@ -151,7 +151,7 @@ def test_another_writer_schema_starts_the_memo_over(codec: Codec) -> None:
     out = bytearray()
     writer.write(out, state(POOL), history)
     assert history.size == len(POOL)
-    items = history.messages(b"another schema!", POOL[:1], lambda buf, _v: None)
+    items = history.messages(b"another schema!", POOL[:1], lambda _m: b"")
     assert list(items) == [b""]  # re-encoded with that schema's writer
     assert history.size == 1
 

@@ -405,3 +405,12 @@ def test_random_ids_times_and_counts_roundtrip_as_on_the_generic_path(
     data = _write(event)
     assert data == _generic_write(event)
     assert_identical(_read(Topic.EVENTS, data), _generic_read(Topic.EVENTS, data))
+
+
+@needs_native
+def test_loop_state_history_messages_have_a_native_plan() -> None:
+    from turnstream.wire import state_writer
+
+    schema = CODEC.schemas.writer_schema(Topic.LOOPS)
+    writer = state_writer.StateWriter(schema.fingerprint, schema.parsed)
+    assert writer._native_message is not None
