@@ -362,7 +362,13 @@ def _codec_md(sec: dict[str, Any]) -> list[str]:
 
 
 def _turns_md(sec: dict[str, Any]) -> list[str]:
+    thresholds = sorted({c.get("gc_threshold", 700) for c in sec["cases"]})
     lines = [
+        "Collector's first-generation threshold: "
+        f"{', '.join(f'{t:,}' for t in thresholds)} (the deployable's, "
+        "`turnstream.loop_actor.gc_policy`; CPython's own is 700), for the "
+        "service and the raw replays alike.",
+        "",
         "| workload | turnstream turns/s | txns/turn (appends/turn) "
         "| raw, same txns: txn/s → turns/s | **ratio** | ratio, all runs "
         "| raw, 1 txn per append: turns/s | ratio vs that |",

@@ -21,7 +21,10 @@ with ``partitions`` partitions:
 The ratio is ``turnstream turns/s / (raw txn/s / txns per turn)``, i.e. the
 raw run's elapsed time over turnstream's for the same Kafka writes. A second
 raw run writes one transaction per journal append (no group commit) for
-reference. Usage::
+reference. The process runs with the deployable's garbage-collector threshold
+(``python -m turnstream.loop_actor`` sets it, see
+:mod:`turnstream.loop_actor.gc_policy`), for the service and the raw replays
+alike; ``--gc-threshold 0`` keeps CPython's. Usage::
 
     python bench/turns_bench.py --loops 200 --turns 5 --kind text
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import sys
 import time
@@ -65,6 +69,7 @@ from _support import (
 from turnstream.ids import LoopId
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.topology import TopicNames
+from turnstream.loop_actor.gc_policy import DEFAULT_GC_THRESHOLD, apply_gc_threshold
 from turnstream.runtime.model_client import ModelClient
 from turnstream.testing import FunctionTool, ScriptedModel, call, text_step, tool_step
 
@@ -334,12 +339,45 @@ async def bench_case(
     raw: bool = True,
     ungrouped_sample: int = 200,
     around: Around | None = None,
+    gc_threshold: int = DEFAULT_GC_THRESHOLD,
 ) -> dict[str, Any]:
     """One workload: turnstream, then the raw replays of its writes.
 
     ``ungrouped_sample`` bounds the one-transaction-per-append replay: it
     writes the first that many appends' worth of records per run (0: skip).
+    ``gc_threshold``: the collector's first-generation threshold for the case
+    (the deployable's by default; 0: CPython's), restored afterwards.
     """
+    before = gc.get_threshold()
+    try:
+        in_force = apply_gc_threshold(gc_threshold)
+        result = await _case(
+            bootstrap,
+            loops=loops,
+            turns=turns,
+            kind=kind,
+            partitions=partitions,
+            raw=raw,
+            ungrouped_sample=ungrouped_sample,
+            around=around,
+        )
+    finally:
+        gc.set_threshold(*before)
+    result["gc_threshold"] = in_force[0]
+    return result
+
+
+async def _case(
+    bootstrap: str,
+    *,
+    loops: int,
+    turns: int,
+    kind: str,
+    partitions: int,
+    raw: bool,
+    ungrouped_sample: int,
+    around: Around | None,
+) -> dict[str, Any]:
     async with topic_set(bootstrap, f"turns-{kind}", partitions=partitions) as (
         prefix,
         topics,
@@ -419,6 +457,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             kind=kind,
             partitions=args.partitions,
             raw=args.raw,
+            gc_threshold=args.gc_threshold,
         )
         print(json.dumps(case), flush=True)
         cases.append(case)
@@ -440,6 +479,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument(
         "--no-raw", dest="raw", action="store_false", help="turnstream only"
+    )
+    parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        default=DEFAULT_GC_THRESHOLD,
+        help="collector's first-generation threshold (0: CPython's)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
