@@ -18,6 +18,11 @@ Contents:
   and a reader generated from the schema (``_event_writer``,
   ``_event_reader``, ``_codegen``) that go model ↔ bytes directly; whatever
   they decline, the generic path encodes or decodes (and reports).
+* ``_native_plan`` + ``_native.c`` -- the same mapping in C, in front of the
+  fast path where the extension is built (:func:`native_available`; the
+  package's build hook compiles it when a C compiler is present): plans made
+  from the schema and the models, walked by a small interpreter; it declines
+  to the Python paths whatever it does not fully expect.
 * :mod:`~turnstream.wire.state_writer` -- loop-state snapshots that encode
   each history message once (:class:`EncodedHistory`, one memo per loop).
 * :mod:`~turnstream.wire.errors` -- the wire refinements of the error tree.

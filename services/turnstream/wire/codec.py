@@ -22,12 +22,15 @@ Contract:
   raises a :class:`~turnstream.errors.DecodeError` (oversize input is refused
   before decoding; trailing bytes after the body are rejected). Decoding time
   is linear in the payload size (see ``schemas._check_bounded``).
-* Events go through :class:`~turnstream.wire.fast_path.FastPath` first
-  (generated writers and reader, same bytes and values); what it declines
+* Events go through the native plans first where the extension is built
+  (:mod:`~turnstream.wire._native_plan`; ``unmarshal_event``'s and
+  ``marshal_event``'s id checks are part of the plan), then
+  :class:`~turnstream.wire.fast_path.FastPath` (generated writers and reader);
+  all three give the same bytes and values, and what the first two decline
   takes the generic path here, which alone raises the errors above.
 
-One module on purpose (~470 lines): the Codec facade over framing, schemas, the
-fast path and the record mappings, plus its module-level shortcuts.
+One module on purpose (~590 lines): the Codec facade over framing, schemas, the
+fast paths and the record mappings, plus its module-level shortcuts.
 """
 
 from __future__ import annotations
