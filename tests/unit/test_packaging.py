@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -70,3 +71,36 @@ def test_cli_version_prints_the_installed_version() -> None:
     assert result.exit_code == 0
     assert result.output.strip() == f"turnstream {turnstream.__version__}"
     assert turnstream.__version__ != "0+unknown"
+
+
+def _image_build_inputs(dockerfile: str) -> set[str]:
+    """The sources the Dockerfile copies before its first ``pip`` build step."""
+    copied: set[str] = set()
+    for raw in dockerfile.splitlines():
+        line = raw.strip()
+        if line.startswith("RUN pip"):
+            return copied
+        if line.startswith("COPY ") and "--from=" not in line:
+            *sources, _target = line.split()[1:]
+            copied.update(s.rstrip("/") for s in sources)
+    raise AssertionError("the Dockerfile never builds the package")
+
+
+def test_the_image_copies_every_build_input_before_it_builds() -> None:
+    """``infra/Dockerfile`` builds the wheel from what pyproject says it is made of:
+    the package, the build hook, and every force-included path."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    hatch = config["tool"]["hatch"]["build"]
+    needed = {"pyproject.toml", config["project"]["readme"]}
+    needed.update(hatch["targets"]["wheel"]["packages"])
+    needed.update(hatch["targets"]["wheel"]["force-include"])
+    needed.update(hook["path"] for hook in hatch.get("hooks", {}).values())
+    copied = _image_build_inputs(
+        (ROOT / "infra" / "Dockerfile").read_text(encoding="utf-8")
+    )
+
+    def covered(path: str) -> bool:
+        return any(path == c or path.startswith(f"{c}/") for c in copied)
+
+    missing = sorted(p for p in needed if not covered(p))
+    assert not missing, f"infra/Dockerfile builds without {missing}"
