@@ -2,16 +2,18 @@
  *
  * turnstream.wire._native_plan compiles an event schema together with the
  * pydantic models into plans (nested tuples, one opcode first); this module
- * walks them: write(plan, event) -> frame bytes, read(plan, data) -> event.
+ * walks them: write(plan, event, limit) -> frame bytes, read(plan, data) ->
+ * event.
  * It is the same mapping as the generated Python fast path
  * (_event_writer/_event_reader), only without the interpreter in between.
  *
  * It accepts less than the Python paths, never more: any value or byte it
- * does not fully expect raises Miss, and the codec then runs the Python fast
- * path and, behind it, the generic path, which stays the authority for every
- * error. Everything ambiguous (a subclass, a str subclass, a datetime in a
- * zone other than UTC's singleton, a list where a tuple is expected...) is
- * a miss here rather than a second copy of a rule.
+ * does not fully expect raises Miss inside, write and read return None, and
+ * the codec then runs the Python fast path and, behind it, the generic path,
+ * which stays the authority for every error. Everything ambiguous (a
+ * subclass, a str subclass, a datetime in a zone other than UTC's singleton,
+ * a list where a tuple is expected...) is a miss here rather than a second
+ * copy of a rule.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -423,23 +425,44 @@ w_value(Out *o, PyObject *node, PyObject *v)
     }
 }
 
+/* A decline: None for the caller, which then runs the Python paths. Only
+ * Exception subclasses are declines; anything else (KeyboardInterrupt, a
+ * SystemExit from a validator) goes on up. */
+static PyObject *
+declined(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return NULL;
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 native_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyTuple_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "write(plan, value)");
+    if (nargs != 3 || !PyTuple_Check(args[0]) || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "write(plan, value, limit)");
         return NULL;
     }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
     Out o;
     o.buf = o.stack;
     o.len = 0;
     o.cap = sizeof(o.stack);
     PyObject *result = NULL;
-    if (w_value(&o, args[0], args[1]) == 0)
-        result = PyBytes_FromStringAndSize(o.buf, o.len);
+    if (w_value(&o, args[0], args[1]) == 0) {
+        /* Past the limit: the Python paths write it again and raise the
+         * typed error. */
+        if (o.len > limit)
+            result = Py_NewRef(Py_None);
+        else
+            result = PyBytes_FromStringAndSize(o.buf, o.len);
+    }
     if (o.buf != o.stack)
         PyMem_Free(o.buf);
-    return result;
+    return result ? result : declined();
 }
 
 /* ------------------------------------------------------------------- in */
@@ -934,21 +957,16 @@ r_value(In *in, PyObject *node)
 /* plan = (frame prefix, header_node, payload nodes by branch index,
  *         id rules by branch index or None) */
 static PyObject *
-native_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+read_event(PyObject *plan, PyObject *data)
 {
-    if (nargs != 2 || !PyTuple_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "read(plan, data)");
-        return NULL;
-    }
-    if (!PyBytes_CheckExact(args[1])) {
+    if (!PyBytes_CheckExact(data)) {
         miss();
         return NULL;
     }
-    PyObject *plan = args[0];
     In in;
-    in.data = args[1];
-    in.d = (const unsigned char *)PyBytes_AS_STRING(args[1]);
-    in.n = PyBytes_GET_SIZE(args[1]);
+    in.data = data;
+    in.d = (const unsigned char *)PyBytes_AS_STRING(data);
+    in.n = PyBytes_GET_SIZE(data);
     /* The frame's prefix (magic byte and schema fingerprint) first. */
     PyObject *prefix = PyTuple_GET_ITEM(plan, 0);
     in.p = PyBytes_GET_SIZE(prefix);
@@ -983,6 +1001,17 @@ native_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         miss();
     }
     return event;
+}
+
+static PyObject *
+native_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "read(plan, data)");
+        return NULL;
+    }
+    PyObject *event = read_event(args[0], args[1]);
+    return event ? event : declined();
 }
 
 static int
@@ -1027,9 +1056,11 @@ native_configure(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"write", (PyCFunction)(void (*)(void))native_write, METH_FASTCALL,
-     "write(plan, value) -> bytes: the value encoded by the plan, or Miss."},
+     "write(plan, value, limit) -> bytes | None: the value encoded by the plan; "
+     "None when it declines or the frame is longer than limit."},
     {"read", (PyCFunction)(void (*)(void))native_read, METH_FASTCALL,
-     "read(plan, data) -> value: the frame decoded by the plan, or Miss."},
+     "read(plan, data) -> value | None: the frame decoded by the plan; None "
+     "when it declines."},
     {"configure", native_configure, METH_VARARGS,
      "configure(Miss, UUID, SafeUUID.unknown, uuid_at, fields_set, "
      "extra, private descriptors): the Python objects the plans rely on."},

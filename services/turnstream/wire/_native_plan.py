@@ -6,8 +6,9 @@ the generated Python fast path (:mod:`~turnstream.wire._event_writer`,
 which model rules a decoded value must meet), expressed as nested tuples that
 ``_native.write``/``_native.read`` walk, so encode and decode run without the
 interpreter. The C side accepts less than the Python side, never more: any
-value it does not expect raises ``Miss``, and the codec runs the Python fast
-path and the generic path behind it, which stay the authority for errors.
+value it does not expect is declined (``write``/``read`` return None), and the
+codec runs the Python fast path and the generic path behind it, which stay the
+authority for errors.
 
 The extension is built by the package's build hook (``hatch_build.py``, or
 ``make native``) where a C compiler exists; without it, or with
@@ -591,15 +592,21 @@ class NativePath:
         return frozenset(p[1].__name__ for p in self.reader[2] if p is not None)
 
 
-def _unavailable(plan: Plan, value: object) -> Any:
-    raise Miss
+def _write_unavailable(plan: Plan, value: object, limit: int) -> bytes | None:
+    return None
 
 
-write: Final[Callable[[Plan, object], bytes]] = (
-    _unavailable if _NATIVE is None else _NATIVE.write
+def _read_unavailable(plan: Plan, data: bytes) -> Any:
+    return None
+
+
+write: Final[Callable[[Plan, object, int], bytes | None]] = (
+    _write_unavailable if _NATIVE is None else _NATIVE.write
 )
-"""``write(plan, event)``: the frame, or an exception (then the Python paths)."""
+"""``write(plan, event, limit)``: the frame, or None (declined, or longer than
+``limit``): then the Python paths write it or raise the typed error."""
 read: Final[Callable[[Plan, bytes], Any]] = (
-    _unavailable if _NATIVE is None else _NATIVE.read
+    _read_unavailable if _NATIVE is None else _NATIVE.read
 )
-"""``read(plan, data)``: the event, or an exception (then the Python paths)."""
+"""``read(plan, data)``: the event, or None (declined): then the Python paths
+decode it or raise the typed error."""

@@ -177,13 +177,9 @@ class Codec:
             plans = self._event_plans = self._native_path(Topic.EVENTS).writers
         plan = plans.get(type(event))
         if plan is not None:
-            try:
-                data: bytes = _native_plan.write(plan, event)
-            except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
-                pass
-            else:
-                if len(data) <= self.max_payload_bytes:
-                    return data
+            data = _native_plan.write(plan, event, self.max_payload_bytes)
+            if data is not None:
+                return data
         if not _is_enduring(event):
             if _is_ephemeral(event):
                 raise EphemeralNotPersistableError(event.type_name)
@@ -202,13 +198,9 @@ class Codec:
         if reader is _UNBUILT:
             reader = self._event_reader = self._native_path(Topic.EVENTS).reader
         if reader is not None and len(data) <= self.max_payload_bytes:
-            try:
-                # The plan checks the frame's prefix, and the ids as
-                # validate_event does.
-                found: EnduringEvent = _native_plan.read(reader, data)
-            except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
-                pass
-            else:
+            # The plan checks the frame's prefix, and the ids as validate_event does.
+            found: EnduringEvent | None = _native_plan.read(reader, data)
+            if found is not None:
                 return found
         fast = self._read_fast(Topic.EVENTS, data)
         event: EnduringEvent = (
@@ -235,13 +227,9 @@ class Codec:
             plans = self._delta_plans = self._native_path(Topic.DELTAS).writers
         plan = plans.get(type(event))
         if plan is not None:
-            try:
-                data: bytes = _native_plan.write(plan, event)
-            except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
-                pass
-            else:
-                if len(data) <= self.max_payload_bytes:
-                    return data
+            data = _native_plan.write(plan, event, self.max_payload_bytes)
+            if data is not None:
+                return data
         if not _is_ephemeral(event):
             if _is_enduring(event):
                 raise NotEphemeralError(event.type_name)
@@ -258,12 +246,9 @@ class Codec:
         if reader is _UNBUILT:
             reader = self._delta_reader = self._native_path(Topic.DELTAS).reader
         if reader is not None and len(data) <= self.max_payload_bytes:
-            try:
-                found: EphemeralEvent = _native_plan.read(reader, data)
-            except Exception:  # noqa: BLE001, S110 - a decline: the Python paths decide
-                pass
-            else:
-                return found
+            live: EphemeralEvent | None = _native_plan.read(reader, data)
+            if live is not None:
+                return live
         fast = self._read_fast(Topic.DELTAS, data)
         if _is_ephemeral(fast):
             return fast

@@ -26,6 +26,7 @@ writer, nothing of the runtime.
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -154,11 +155,9 @@ class StateWriter:
         # compiled writer writes or raises on.
         plan = self._native_message
         if plan is not None:
-            try:
-                data: bytes = _native_plan.write(plan, message)
-            except Exception:  # noqa: BLE001, S110 - a decline: the writer below decides
-                pass
-            else:
+            # The snapshot's size is checked whole, by the codec.
+            data = _native_plan.write(plan, message, sys.maxsize)
+            if data is not None:
                 return data
         write = self._message
         if write is None:  # a schema without the history array

@@ -65,8 +65,10 @@ def _path(topic: Topic) -> native.NativePath:
     return CODEC._native_path(topic)
 
 
-def _write(event: EventBase) -> bytes:
-    return native.write(_path(_topic(event)).writers[type(event)], event)
+def _write(event: EventBase) -> bytes | None:
+    plan = _path(_topic(event)).writers[type(event)]
+    data: bytes | None = native.write(plan, event, CODEC.max_payload_bytes)
+    return data
 
 
 def _read(topic: Topic, data: bytes) -> Any:
@@ -76,11 +78,8 @@ def _read(topic: Topic, data: bytes) -> Any:
 
 
 def _declines(fn: Any, *args: object) -> bool:
-    try:
-        fn(*args)
-    except Exception:
-        return True
-    return False
+    """A decline is None (the Python paths then decide), never an exception."""
+    return fn(*args) is None
 
 
 def test_native_extension_is_built_where_a_compiler_is() -> None:
@@ -169,9 +168,8 @@ def test_native_values_behave_as_pydantic_built_ones(name: str) -> None:
 
 
 def _compare_on(topic: Topic, data: bytes) -> None:
-    try:
-        got = _read(topic, data)
-    except Exception:
+    got = _read(topic, data)
+    if got is None:  # declined
         return
     try:
         generic = _generic_read(topic, data)
@@ -238,8 +236,7 @@ def test_model_rules_hold_on_the_native_path() -> None:
     step: Any = to_record.event_record(BUILDERS["StepDone"]())  # type: ignore[arg-type]
     step["payload"][1]["messages"] = step["payload"][1]["messages"][1:]
     data = _record_bytes(Topic.EVENTS, step)
-    with pytest.raises(ValueError, match="AIMessage"):
-        _read(Topic.EVENTS, data)
+    assert _declines(_read, Topic.EVENTS, data)  # the validator raised inside
     with pytest.raises(DecodeError, match="StepDone"):
         CODEC.unmarshal_event(data)
 
@@ -403,6 +400,7 @@ def test_random_ids_times_and_counts_roundtrip_as_on_the_generic_path(
         assert _declines(_write, event)
         return
     data = _write(event)
+    assert data is not None
     assert data == _generic_write(event)
     assert_identical(_read(Topic.EVENTS, data), _generic_read(Topic.EVENTS, data))
 
@@ -414,3 +412,46 @@ def test_loop_state_history_messages_have_a_native_plan() -> None:
     schema = CODEC.schemas.writer_schema(Topic.LOOPS)
     writer = state_writer.StateWriter(schema.fingerprint, schema.parsed)
     assert writer._native_message is not None
+
+
+@needs_native
+def test_a_frame_past_the_limit_is_declined_and_refused_with_the_typed_error() -> None:
+    from turnstream.wire import RecordTooLargeError
+
+    event = BUILDERS["StepDone"]()
+    assert isinstance(event, EventBase)
+    size = len(encode(CODEC, event))
+    plan = _path(Topic.EVENTS).writers[type(event)]
+    assert native.write(plan, event, size) is not None
+    assert native.write(plan, event, size - 1) is None
+    small = Codec(CODEC.schemas, max_payload_bytes=size - 1)
+    with pytest.raises(RecordTooLargeError):
+        small.marshal_event(event)
+
+
+@needs_native
+def test_only_exceptions_are_declines() -> None:
+    """A validator's KeyboardInterrupt is not swallowed as a decline."""
+    step: Any = to_record.event_record(BUILDERS["StepDone"]())  # type: ignore[arg-type]
+    data = _record_bytes(Topic.EVENTS, step)
+    codec = Codec(CODEC.schemas)
+    reader = codec._native_path(Topic.EVENTS).reader
+    assert reader is not None
+
+    def interrupt(self: object) -> object:
+        raise KeyboardInterrupt
+
+    original = StepDone.__pydantic_decorators__.model_validators["_group_shape"]
+    plan = _swap_validators(reader, original.func, interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        native.read(plan, data)
+
+
+def _swap_validators(plan: Any, old: object, new: object) -> Any:
+    """``plan`` with the validator ``old`` replaced by ``new`` everywhere."""
+    if isinstance(plan, tuple):
+        if plan and plan[0] == native.R_RECORD and old in plan[5]:
+            validators = tuple(new if v is old else v for v in plan[5])
+            plan = (*plan[:5], validators, *plan[6:])
+        return tuple(_swap_validators(p, old, new) for p in plan)
+    return plan
