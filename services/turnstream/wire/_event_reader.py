@@ -205,6 +205,40 @@ def _check_model(cls: type[BaseModel]) -> None:
             raise Unsupported(f"{cls.__name__}: {validator.info.mode} validator")
 
 
+def enum_table(schema: Any, leaves: list[Any]) -> dict[int, object]:
+    """An enum's decoded value by the (one) byte of its index, as the field accepts.
+
+    An enum class among the field's leaves gives its members; else the field
+    must take ``str`` (or ``Literal`` symbols: only those). Symbols the field
+    does not accept, and indexes past one byte, are left out (they miss).
+
+    Raises:
+        Unsupported: the field takes neither an enum nor a string.
+    """
+    symbols: list[str] = schema["symbols"]
+    classes = [
+        leaf
+        for leaf in leaves
+        if isinstance(leaf, type) and issubclass(leaf, enum.Enum)
+    ]
+    if classes:
+        (cls,) = classes  # one enum per field in this model set
+        members: dict[object, object] = {m.value: m for m in cls}
+        return {
+            zigzag_bytes(i)[0]: members[s]
+            for i, s in enumerate(symbols)
+            if s in members and len(zigzag_bytes(i)) == 1
+        }
+    if not _accepts(leaves, str):
+        raise Unsupported(f"str for {leaves!r}")
+    allowed = _literal_values(leaves)
+    return {
+        zigzag_bytes(i)[0]: s
+        for i, s in enumerate(symbols)
+        if (allowed is None or s in allowed) and len(zigzag_bytes(i)) == 1
+    }
+
+
 class _ReaderSource(Source):
     """The generator: emits code that reads one schema'd value at ``data[p]``."""
 
@@ -357,29 +391,7 @@ class _ReaderSource(Source):
             self.line(depth + 1, f"raise {self.miss}")
 
     def _enum(self, depth: int, schema: Any, v: str, leaves: list[Any]) -> None:
-        symbols: list[str] = schema["symbols"]
-        classes = [
-            leaf
-            for leaf in leaves
-            if isinstance(leaf, type) and issubclass(leaf, enum.Enum)
-        ]
-        table: dict[int, object]
-        if classes:
-            (cls,) = classes  # one enum per field in this model set
-            members: dict[object, object] = {m.value: m for m in cls}
-            table = {
-                zigzag_bytes(i)[0]: members[s]
-                for i, s in enumerate(symbols)
-                if s in members and len(zigzag_bytes(i)) == 1
-            }
-        else:
-            self._require(leaves, str)
-            allowed = _literal_values(leaves)
-            table = {
-                zigzag_bytes(i)[0]: s
-                for i, s in enumerate(symbols)
-                if (allowed is None or s in allowed) and len(zigzag_bytes(i)) == 1
-            }
+        table = enum_table(schema, leaves)
         # Keyed by the index's (one) byte: any other byte misses.
         self.line(depth, f"{v} = {self.const(table, 'ENUM')}[data[p]]")
         self.line(depth, "p += 1")

@@ -50,6 +50,7 @@ from turnstream.wire._event_reader import (
     _literal_values,
     _min_size,
     _nullable,
+    enum_table,
     uuid_at,
 )
 from turnstream.wire.schemas import named_types
@@ -283,29 +284,7 @@ class _ReadPlanner(_Planner):
 
     @staticmethod
     def _enum(schema: Any, leaves: list[Any]) -> Plan:
-        symbols: list[str] = schema["symbols"]
-        classes = [
-            leaf
-            for leaf in leaves
-            if isinstance(leaf, type) and issubclass(leaf, enum.Enum)
-        ]
-        if classes:
-            (cls,) = classes
-            members: dict[object, object] = {m.value: m for m in cls}
-            table = {
-                zigzag_bytes(i)[0]: members[s]
-                for i, s in enumerate(symbols)
-                if s in members and len(zigzag_bytes(i)) == 1
-            }
-        else:
-            _require(leaves, str)
-            allowed = _literal_values(leaves)
-            table = {
-                zigzag_bytes(i)[0]: s
-                for i, s in enumerate(symbols)
-                if (allowed is None or s in allowed) and len(zigzag_bytes(i)) == 1
-            }
-        return (R_ENUM, table)
+        return (R_ENUM, enum_table(schema, leaves))
 
     def _union(self, branches: list[Any], leaves: list[Any]) -> Plan:
         branches = [self.resolve(b) for b in branches]
