@@ -18,7 +18,12 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <datetime.h>
+#ifdef Py_T_OBJECT_EX /* 3.12+: the member types are public API */
+#define MEMBER_OBJECT Py_T_OBJECT_EX
+#else
 #include <structmember.h>
+#define MEMBER_OBJECT T_OBJECT_EX
+#endif
 #include <stdint.h>
 #include <string.h>
 
@@ -341,8 +346,11 @@ w_value(Out *o, PyObject *node, PyObject *v)
     case W_STRING: {
         if (!PyUnicode_CheckExact(v))
             return miss();
+#if PY_VERSION_HEX < 0x030C0000
+        /* Legacy (not yet ready) strings exist before 3.12 only. */
         if (PyUnicode_READY(v) < 0)
             return -1;
+#endif
         if (PyUnicode_IS_ASCII(v)) {
             Py_ssize_t n = PyUnicode_GET_LENGTH(v);
             if (out_long(o, n) < 0)
@@ -1019,7 +1027,7 @@ slot_offset(PyObject *type, const char *name, Py_ssize_t *offset)
 {
     PyObject *member = PyDict_GetItemString(((PyTypeObject *)type)->tp_dict, name);
     if (!member || !Py_IS_TYPE(member, &PyMemberDescr_Type) ||
-        ((PyMemberDescrObject *)member)->d_member->type != T_OBJECT_EX) {
+        ((PyMemberDescrObject *)member)->d_member->type != MEMBER_OBJECT) {
         PyErr_Format(PyExc_TypeError, "UUID keeps its %s elsewhere", name);
         return -1;
     }
