@@ -12,6 +12,7 @@ of the C source.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -34,6 +35,11 @@ def compiler() -> list[str] | None:
     return cc
 
 
+def source_digest(source: bytes) -> str:
+    """The digest a build of ``_native.c`` carries (``_native.SOURCE_DIGEST``)."""
+    return hashlib.sha256(source).hexdigest()[:16]
+
+
 def build_native(root: Path) -> Path | str:
     """Compile the extension next to its source: its path, or why not."""
     if os.environ.get(BUILD_ENV, "1") == "0":
@@ -45,12 +51,16 @@ def build_native(root: Path) -> Path | str:
         return "no C compiler found"
     source = root / SOURCE
     target = source.with_name("_native" + str(sysconfig.get_config_var("EXT_SUFFIX")))
+    digest = source_digest(source.read_bytes())
     with tempfile.TemporaryDirectory() as scratch:
         built = Path(scratch) / target.name
         command = [
             *cc,
             "-O2",
             "-DNDEBUG",  # as CPython's own release build: no asserts per access
+            # The module reports the source it was built from, so a stale build
+            # (the C edited, not rebuilt) is never used with newer plans.
+            f'-DTURNSTREAM_NATIVE_SOURCE="{digest}"',
             "-fPIC",
             "-shared",
             "-I",

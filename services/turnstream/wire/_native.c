@@ -40,6 +40,10 @@ enum {
 /* Record flags. */
 enum { F_GIVEN_HEADER = 1, F_HEADER_CACHE = 2 };
 
+#ifndef TURNSTREAM_NATIVE_SOURCE /* set by hatch_build.py: this file's digest */
+#define TURNSTREAM_NATIVE_SOURCE "unknown"
+#endif
+
 #define MAX_FIELDS 64
 #define CACHE_LIMIT 8192
 #define HEADER_LENGTHS 4
@@ -1091,5 +1095,8 @@ PyInit__native(void)
     StrHeader = PyUnicode_InternFromString("header");
     if (!EmptyTuple || !StrHeader)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddStringConstant(m, "SOURCE_DIGEST", TURNSTREAM_NATIVE_SOURCE) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -1,6 +1,9 @@
 """The native fast path: plans for the C interpreter ``_native``, from schema + models.
 
-Owns :class:`NativePath` and :func:`native_available`. The same analysis as
+Owns :class:`NativePath` (a topic's plans), the plan builders
+(:func:`write_plans`, :func:`read_plan`, :func:`item_plan`), the extension's
+loading (:func:`native_available`, :func:`is_current`) and the calls into it
+(:data:`write`, :data:`read`). The same analysis as
 the generated Python fast path (:mod:`~turnstream.wire._event_writer`,
 :mod:`~turnstream.wire._event_reader`: which schema/model pairs are covered,
 which model rules a decoded value must meet), expressed as nested tuples that
@@ -20,11 +23,14 @@ the generators' analysis; never fastavro.
 from __future__ import annotations
 
 import enum
+import hashlib
 import importlib
+import logging
 import os
 import struct
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Final
 from uuid import UUID, SafeUUID
@@ -61,12 +67,38 @@ NATIVE_ENV: Final = "TURNSTREAM_NATIVE_CODEC"
 """Set to ``0`` to run the codec on its Python paths only."""
 
 
+_SOURCE: Final = Path(__file__).with_name("_native.c")
+_log = logging.getLogger(__name__)
+
+
+def is_current(module: ModuleType, source: Path = _SOURCE) -> bool:
+    """Whether ``module`` was built from the ``_native.c`` beside this file.
+
+    The plans' layout is shared by that source and this module, so an
+    extension built from an older source (edited or updated, not rebuilt) must
+    not walk them. Without the source to compare (a stripped install), the
+    build is trusted.
+    """
+    try:
+        text = source.read_bytes()
+    except OSError:
+        return True
+    digest = hashlib.sha256(text).hexdigest()[:16]
+    return bool(getattr(module, "SOURCE_DIGEST", None) == digest)
+
+
 def _load() -> ModuleType | None:
     if os.environ.get(NATIVE_ENV, "1") == "0":
         return None
     try:
         _native = importlib.import_module("turnstream.wire._native")
     except ImportError:
+        return None
+    if not is_current(_native):
+        _log.warning(
+            "the native codec extension was built from another _native.c; "
+            "using the Python paths (rebuild it: make native, or reinstall)"
+        )
         return None
     # The slot descriptors model_construct sets besides the fields.
     slots = ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")

@@ -92,10 +92,23 @@ def test_native_extension_is_built_where_a_compiler_is() -> None:
     from turnstream.wire import _native  # type: ignore[attr-defined]
 
     source = ROOT / hatch_build.SOURCE
-    built = Path(_native.__file__)
-    assert built.stat().st_mtime >= source.stat().st_mtime, (
-        f"{built.name} is older than {source.name}: run `make native`"
-    )
+    built_from = _native.SOURCE_DIGEST
+    expected = hatch_build.source_digest(source.read_bytes())
+    assert built_from == expected, "built from another _native.c: run `make native`"
+
+
+def test_an_extension_built_from_another_source_is_not_used(tmp_path: Path) -> None:
+    """A stale build (the C edited or updated, not rebuilt) never walks new plans."""
+
+    class Built:
+        SOURCE_DIGEST = hatch_build.source_digest(b"/* the source it was built from */")
+
+    older = tmp_path / "_native.c"
+    older.write_bytes(b"/* the source it was built from */")
+    assert native.is_current(Built, older)  # type: ignore[arg-type]
+    older.write_bytes(b"/* edited since */")
+    assert not native.is_current(Built, older)  # type: ignore[arg-type]
+    assert native.is_current(Built, tmp_path / "missing.c")  # type: ignore[arg-type]
 
 
 def test_switched_off_the_codec_runs_its_python_paths() -> None:
