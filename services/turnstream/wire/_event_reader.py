@@ -497,12 +497,7 @@ class _ReaderSource(Source):
             if name in locals_:
                 items.append(f"{name!r}: {locals_[name]}")
                 continue
-            default = info.default
-            if default is PydanticUndefined or info.default_factory is not None:
-                raise Unsupported(f"{cls.__name__}.{name} has no constant default")
-            if not isinstance(default, str | int | bool | type(None)):
-                raise Unsupported(f"{cls.__name__}.{name} default is not immutable")
-            items.append(f"{name!r}: {default!r}")
+            items.append(f"{name!r}: {constant_default(cls, name, info)!r}")
         # As the generic path sets them: the fields it passes, i.e. those
         # read from the body and the given ones.
         fields_set = (
@@ -522,15 +517,9 @@ class _ReaderSource(Source):
         return o
 
     def _bounds(self, depth: int, v: str, info: FieldInfo, *, optional: bool) -> None:
-        terms = []
-        for item in info.metadata:
-            rule = _BOUNDS.get(type(item))
-            if rule is None:
-                raise Unsupported(f"constraint {item!r}")
-            attr, op = rule
-            if _implied_by_long(type(item), getattr(item, attr)):
-                continue
-            terms.append(f"{v} {op} {self.const(getattr(item, attr), 'bound')}")
+        terms = [
+            f"{v} {op} {self.const(bound, 'bound')}" for op, bound in field_bounds(info)
+        ]
         if not terms:
             return
         broken = " or ".join(terms)
@@ -603,6 +592,39 @@ def _implied_by_long(rule: type, bound: object) -> bool:
     if rule is annotated_types.Gt:
         return bound < _LONG_MIN
     return False
+
+
+def field_bounds(info: FieldInfo) -> list[tuple[str, object]]:
+    """A field's bounds as ``(comparison that fails the value, bound)``.
+
+    Bounds every Avro long already meets are left out.
+
+    Raises:
+        Unsupported: a constraint other than ``ge``/``gt``/``le``/``lt``.
+    """
+    bounds = []
+    for item in info.metadata:
+        rule = _BOUNDS.get(type(item))
+        if rule is None:
+            raise Unsupported(f"constraint {item!r}")
+        attr, op = rule
+        if not _implied_by_long(type(item), getattr(item, attr)):
+            bounds.append((op, getattr(item, attr)))
+    return bounds
+
+
+def constant_default(cls: type[BaseModel], name: str, info: FieldInfo) -> object:
+    """The default of a field not in the body, if one value can stand for all.
+
+    Raises:
+        Unsupported: no default, a factory, or a mutable default.
+    """
+    default = info.default
+    if default is PydanticUndefined or info.default_factory is not None:
+        raise Unsupported(f"{cls.__name__}.{name} has no constant default")
+    if not isinstance(default, str | int | bool | type(None)):
+        raise Unsupported(f"{cls.__name__}.{name} default is not immutable")
+    return default
 
 
 def _nullable(schema: Any) -> bool:

@@ -36,7 +36,6 @@ from typing import Any, Final
 from uuid import UUID, SafeUUID
 
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 from turnstream.events import EventBase, Header
 from turnstream.validation import id_rules
@@ -48,15 +47,15 @@ from turnstream.wire._codegen import (
     zigzag_bytes,
 )
 from turnstream.wire._event_reader import (
-    _BOUNDS,
     _accepts,
     _check_model,
-    _implied_by_long,
     _leaves,
     _literal_values,
     _min_size,
     _nullable,
+    constant_default,
     enum_table,
+    field_bounds,
     uuid_at,
 )
 from turnstream.wire.schemas import named_types
@@ -359,31 +358,13 @@ class _ReadPlanner(_Planner):
             if info is None:
                 raise Unsupported(f"{cls.__name__}.{name}")
             node = self.value(field["type"], _leaves(info.annotation))
-            bounds = []
-            for item in info.metadata:
-                rule = _BOUNDS.get(type(item))
-                if rule is None:
-                    raise Unsupported(f"constraint {item!r}")
-                attr, op = rule
-                if not _implied_by_long(type(item), getattr(item, attr)):
-                    bounds.append((_COMPARE[op], getattr(item, attr)))
+            bounds = [(_COMPARE[op], bound) for op, bound in field_bounds(info)]
             optional = _nullable(self.resolve(field["type"]))
             node, rest = _bounded_longs(node, bounds)
             index[name] = len(index)
             fields.append((node, rest, optional))
         if len(fields) > _MAX_FIELDS:
             raise Unsupported(f"{cls.__name__}: more than {_MAX_FIELDS} fields")
-        defaults: dict[str, object] = {}
-        for name, info in model_fields.items():
-            if name in index:
-                defaults[name] = None
-                continue
-            default = info.default
-            if default is PydanticUndefined or info.default_factory is not None:
-                raise Unsupported(f"{cls.__name__}.{name} has no constant default")
-            if not isinstance(default, str | int | bool | type(None)):
-                raise Unsupported(f"{cls.__name__}.{name} default is not immutable")
-            defaults[name] = default
         validators = tuple(
             v.func for v in cls.__pydantic_decorators__.model_validators.values()
         )
@@ -402,8 +383,10 @@ class _ReadPlanner(_Planner):
             # Every model field in model order: read (an index into the
             # values read, the given header first) or its constant default.
             tuple(
-                (k, False, index[k]) if k in index else (k, True, v)
-                for k, v in defaults.items()
+                (name, False, index[name])
+                if name in index
+                else (name, True, constant_default(cls, name, info))
+                for name, info in model_fields.items()
             ),
             frozenset(index),
             validators,
