@@ -4,11 +4,12 @@ Owns :class:`Source` (Python source assembled line by line, plus the
 constants it refers to, compiled with ``exec``), :class:`Unsupported` (raised
 at generation time for a schema/model pair the fast path does not cover),
 :class:`Miss` (raised at run time when the fast path hands a value to the
-generic one), the record-name → model-class table and the small varint
-table. The generated functions are straight-line code with no per-datum
-schema walk; the generic path (``to_record``/``from_record`` and fastavro)
-stays the authority for anything unusual. Pure Python; imports value types
-only.
+generic one), the record-name → model-class table, the small varint table
+and :func:`envelope_parts` (an event envelope taken apart, for the generated
+paths and the native plans alike). The generated functions are straight-line
+code with no per-datum schema walk; the generic path (``to_record``/
+``from_record`` and fastavro) stays the authority for anything unusual. Pure
+Python; imports value types and the schema module's ``named_types``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from turnstream.content import (
     UserMessage,
 )
 from turnstream.events import EVENT_TYPES, Cause, FailureInfo, Header
+from turnstream.wire.schemas import named_types
 
 __all__ = [
     "MODEL_CLASSES",
@@ -45,6 +47,7 @@ __all__ = [
     "Miss",
     "Source",
     "Unsupported",
+    "envelope_parts",
     "model_class",
     "short_name",
     "write_int",
@@ -209,3 +212,23 @@ class Source:
         code = compile(self.text(), f"<turnstream.wire generated: {label}>", "exec")
         exec(code, namespace)  # noqa: S102 - source generated here from the schema
         return namespace
+
+
+def envelope_parts(envelope: Any) -> tuple[dict[str, Any], Any, list[Any]]:
+    """An event envelope's named types, header record and payload records.
+
+    Names are resolved: the header and every payload branch come back as
+    record schemas, the branches in union order (their index is the union's).
+
+    Raises:
+        Unsupported: not a ``{header, payload}`` envelope.
+    """
+    named: dict[str, Any] = named_types(envelope)
+    if [f["name"] for f in envelope["fields"]] != ["header", "payload"]:
+        raise Unsupported(str(envelope.get("name")))
+    header, payload = (
+        named.get(t, t) if isinstance(t, str) else t
+        for t in (f["type"] for f in envelope["fields"])
+    )
+    branches = [named.get(e, e) if isinstance(e, str) else e for e in payload]
+    return named, header, branches

@@ -43,11 +43,11 @@ from turnstream.wire._codegen import (
     Miss,
     Source,
     Unsupported,
+    envelope_parts,
     model_class,
     short_name,
     zigzag_bytes,
 )
-from turnstream.wire.schemas import named_types
 
 __all__ = ["EventReader", "compile_event_reader", "read_long"]
 
@@ -653,17 +653,13 @@ def compile_event_reader(
     path decodes them or raises the typed error. The frame header
     (``body_offset`` bytes) is checked by the caller.
     """
-    named: dict[str, Any] = named_types(envelope)
-    if [f["name"] for f in envelope["fields"]] != ["header", "payload"]:
+    try:
+        named, header_schema, branches = envelope_parts(envelope)
+    except Unsupported:
         return None
-    header_schema, payload = (
-        named.get(t, t) if isinstance(t, str) else t
-        for t in (f["type"] for f in envelope["fields"])
-    )
     src = _ReaderSource(named)
     table: dict[int, str] = {}
-    for index, entry in enumerate(payload):
-        branch = named.get(entry, entry) if isinstance(entry, str) else entry
+    for index, branch in enumerate(branches):
         name = short_name(branch["name"])
         code = zigzag_bytes(index)
         if name not in allowed or len(code) != 1:

@@ -37,6 +37,7 @@ from turnstream.wire._codegen import (
     Miss,
     Source,
     Unsupported,
+    envelope_parts,
     model_class,
     short_name,
     write_int,
@@ -44,7 +45,6 @@ from turnstream.wire._codegen import (
     zigzag_bytes,
 )
 from turnstream.wire._compiled import _string
-from turnstream.wire.schemas import named_types
 
 __all__ = ["EventWriter", "compile_event_writers", "uuid_text"]
 
@@ -300,16 +300,9 @@ def compile_event_writers(
     followed by the body. Event classes the generator does not cover are left
     out; the codec writes those on the generic path.
     """
-    named: dict[str, Any] = named_types(envelope)
-    fields = [f["name"] for f in envelope["fields"]]
-    if fields != ["header", "payload"]:
-        raise Unsupported(envelope["name"])
-    header_schema, payload = (f["type"] for f in envelope["fields"])
-    if isinstance(header_schema, str):
-        header_schema = named[header_schema]
+    named, header_schema, branches = envelope_parts(envelope)
     writers: dict[type[BaseModel], EventWriter] = {}
-    for index, entry in enumerate(payload):
-        branch = named.get(entry, entry) if isinstance(entry, str) else entry
+    for index, branch in enumerate(branches):
         try:
             cls = model_class(branch["name"])
             src = _WriterSource(named)

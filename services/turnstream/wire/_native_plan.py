@@ -42,6 +42,7 @@ from turnstream.validation import id_rules
 from turnstream.wire._codegen import (
     Miss,
     Unsupported,
+    envelope_parts,
     model_class,
     short_name,
     zigzag_bytes,
@@ -435,17 +436,6 @@ def _require(leaves: list[Any], python_type: type) -> None:
         raise Unsupported(f"{python_type.__name__} for {leaves!r}")
 
 
-def _envelope(envelope: Any) -> tuple[dict[str, Any], Any, list[Any]]:
-    named: dict[str, Any] = named_types(envelope)
-    if [f["name"] for f in envelope["fields"]] != ["header", "payload"]:
-        raise Unsupported(envelope["name"])
-    header, payload = (
-        named.get(t, t) if isinstance(t, str) else t
-        for t in (f["type"] for f in envelope["fields"])
-    )
-    return named, header, payload
-
-
 def _rules(cls: type[BaseModel]) -> Plan:
     rules = id_rules(cls) if issubclass(cls, EventBase) else None
     if rules is None:
@@ -475,10 +465,9 @@ def write_plans(
     ``validated``: the plan first checks the event's ids as ``validate_event``
     does (a broken rule misses, and the Python path raises the typed error).
     """
-    named, header, payload = _envelope(envelope)
+    named, header, branches = envelope_parts(envelope)
     plans: dict[type[BaseModel], Plan] = {}
-    for index, entry in enumerate(payload):
-        branch = named.get(entry, entry) if isinstance(entry, str) else entry
+    for index, branch in enumerate(branches):
         try:
             cls = model_class(branch["name"])
             planner = _WritePlanner(named)
@@ -507,14 +496,13 @@ def read_plan(
     misses, and the Python path raises the typed error).
     """
     try:
-        named, header, payload = _envelope(envelope)
+        named, header, branches = envelope_parts(envelope)
     except Unsupported:
         return None
     planner = _ReadPlanner(named)
     payloads: list[Plan | None] = []
     rules: list[Plan | None] = []
-    for entry in payload:
-        branch = named.get(entry, entry) if isinstance(entry, str) else entry
+    for branch in branches:
         plan: Plan | None = None
         rule: Plan | None = None
         if short_name(branch["name"]) in allowed and len(payloads) < 64:
