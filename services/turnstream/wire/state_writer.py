@@ -133,7 +133,8 @@ class StateWriter:
         # in field order, so later fields can refer to types defined earlier.
         named: dict[str, Any] = {}
         self._parts: list[tuple[str, Writer]] = []
-        self._message: Writer | None = None
+        # Set with the messages part, the only one that encodes messages.
+        self._message: Writer
         self._native_message: _native_plan.Plan | None = None
         run: list[Any] = []
         for field in parsed["fields"]:
@@ -159,11 +160,8 @@ class StateWriter:
             data = _native_plan.write(plan, message, sys.maxsize)
             if data is not None:
                 return data
-        write = self._message
-        if write is None:  # a schema without the history array
-            raise KeyError(_MESSAGES)
         buf = bytearray()
-        write(buf, to_record.message_branch(message))
+        self._message(buf, to_record.message_branch(message))
         return bytes(buf)
 
     def _flush(self, run: list[Any], named: dict[str, Any]) -> None:
