@@ -507,8 +507,16 @@ class _NoneOnClass(_Plain):
         _Dynamic,
         _NoneOnClass,
         lambda: _with_instance_method(_Plain()),
+        lambda: _with_instance_none(_Audited()),
     ],
-    ids=["plain", "on-class", "getattr", "none-on-class", "on-instance"],
+    ids=[
+        "plain",
+        "on-class",
+        "getattr",
+        "none-on-class",
+        "on-instance",
+        "none-on-instance",
+    ],
 )
 def test_tool_traits_answer_as_isinstance_does(make: object) -> None:
     """The per-class answer never differs from the protocol's isinstance."""
@@ -523,4 +531,9 @@ def test_tool_traits_answer_as_isinstance_does(make: object) -> None:
 
 def _with_instance_method(tool: _Plain) -> _Plain:
     tool.audit_summary = lambda input_json: "mine"  # type: ignore[attr-defined]
+    return tool
+
+
+def _with_instance_none(tool: _Audited) -> _Audited:
+    tool.audit_summary = None  # type: ignore[assignment, method-assign]
     return tool
