@@ -106,6 +106,26 @@ class _Closing:
     parks: bool = False
 
 
+class _Unstartable:
+    """The queued turn to chain cannot start: its id could not be minted."""
+
+
+_UNSTARTABLE = _Unstartable()
+
+
+@dataclass(frozen=True, slots=True)
+class _Opening:
+    """A turn about to start: its ``TurnStarted`` and what the turn runs on."""
+
+    entry: QueuedInput
+    turn_id: TurnId
+    index: int
+    config: LoopConfig
+    hook: Started
+    started: TurnStarted
+    history: tuple[Conversation, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class _Step:
     """A step the actor commits with the terminal, and the history it adds."""
@@ -258,23 +278,34 @@ class LoopMachine:
             _log.warning("turn id could not be minted")
             await self._start_failed(entry)
             return False
-        index = self._turn_index + 1
-        hook = await self._hooks.start(
-            HookCall(
-                operation=Operation.TURN,
-                started_at=self._factory.now(),
-                session_id=self.session_id,
-                loop_id=self.loop_id,
-                turn_id=turn_id,
-                turn_index=index,
-                input=entry.message,
-            )
-        )
+        hook = await self._hooks.start(self._turn_call(entry, turn_id))
         if hook.blocked is not None:
             await self._start_failed(entry)  # the hook finishes after the rejection
             hook.finish(Outcome.DENIED if hook.blocked.denied else Outcome.FAILED)
             return False
-        history = tuple(self._messages)  # the request base: a copy, never an alias
+        opening = self._opening(entry, turn_id, hook)
+        if not await self._writer.commit(
+            [opening.started], apply=lambda: self._install(opening)
+        ):
+            await self._start_failed(entry)
+            hook.finish(Outcome.FAILED)
+            return False
+        self._launch(opening)
+        return True
+
+    def _turn_call(self, entry: QueuedInput, turn_id: TurnId) -> HookCall:
+        return HookCall(
+            operation=Operation.TURN,
+            started_at=self._factory.now(),
+            session_id=self.session_id,
+            loop_id=self.loop_id,
+            turn_id=turn_id,
+            turn_index=self._turn_index + 1,
+            input=entry.message,
+        )
+
+    def _opening(self, entry: QueuedInput, turn_id: TurnId, hook: Started) -> _Opening:
+        """The next turn for ``entry``: its ``TurnStarted`` and request base."""
         config = self.config
         if entry.model or entry.max_tokens is not None:
             # Captured here, for the whole turn: TurnStarted records it.
@@ -283,6 +314,7 @@ class LoopMachine:
                 model=entry.model or config.model,
                 max_tokens=entry.max_tokens or config.max_tokens,
             )
+        index = self._turn_index + 1
         started = TurnStarted(
             header=self._factory.header(
                 turn_id=turn_id,
@@ -293,38 +325,51 @@ class LoopMachine:
             model=config.model,
             max_tokens=config.max_tokens,
         )
+        # The request base: a copy of history before the input, never an alias.
+        return _Opening(
+            entry, turn_id, index, config, hook, started, tuple(self._messages)
+        )
 
-        def install() -> None:  # durable first: TurnStarted, then history
-            self._turn_index = index
-            self._messages.append(entry.message)
-            self._stopped = False  # a reopened loop (the agent allows it)
+    def _install(self, opening: _Opening) -> None:
+        """After ``TurnStarted`` is durable: the input joins history."""
+        self._turn_index = opening.index
+        self._messages.append(opening.entry.message)
+        self._stopped = False  # a reopened loop (the agent allows it)
 
-        if not await self._writer.commit([started], apply=install):
-            await self._start_failed(entry)
-            hook.finish(Outcome.FAILED)
-            return False
-        self._launch(turn_id, index, entry, hook, history, config=config)
-        return True
+    async def _chained(self, closing: _Closing) -> _Opening | _Unstartable | None:
+        """The queued turn a completed turn's end can commit with it, if any.
 
-    def _launch(
-        self,
-        turn_id: TurnId,
-        index: int,
-        entry: QueuedInput,
-        hook: Started,
-        history: tuple[Conversation, ...],
-        *,
-        config: LoopConfig,
-    ) -> None:
+        Only without Turn hooks: a hook's begin and guard run before its
+        turn's ``TurnStarted``, and its finish sees the previous terminal
+        durable alone. The entry stays queued until the commit applies;
+        ``_UNSTARTABLE`` if it cannot start (it is returned after the end).
+        """
+        if closing.parks or closing.stop or self._hooks.handles(Operation.TURN):
+            return None
+        front = self._inbox.draining or self._inbox.entries()
+        if not front:
+            return None
+        entry = front[0]
+        try:
+            turn_id = TurnId(self._factory.new_id())
+        except Exception:  # noqa: BLE001 - fail secure: the input is resolved, never stranded
+            _log.warning("turn id could not be minted")
+            return _UNSTARTABLE
+        hook = await self._hooks.start(self._turn_call(entry, turn_id))
+        if hook.blocked is not None:
+            return None
+        return self._opening(entry, turn_id, hook)
+
+    def _launch(self, opening: _Opening) -> None:
         self._generation += 1
         spec = TurnSpec(
             session_id=self.session_id,
             loop_id=self.loop_id,
-            turn_id=turn_id,
-            turn_index=index,
-            message=entry.message,
-            history=history,
-            config=config,
+            turn_id=opening.turn_id,
+            turn_index=opening.index,
+            message=opening.entry.message,
+            history=opening.history,
+            config=opening.config,
             model=self._model,
             hooks=self._hooks,
             access_policy=self._access_policy,
@@ -333,7 +378,7 @@ class LoopMachine:
         self._active = launch_turn(
             spec,
             generation=self._generation,
-            hook=hook,
+            hook=opening.hook,
             mailbox=self._mail,
             publish=self._writer.publish,
             tasks=self.tasks,
@@ -549,9 +594,19 @@ class LoopMachine:
             self._stopped = True
 
     async def _end_together(
-        self, active: ActiveTurn, outcome: TurnOutcome, step: _Step | None
+        self,
+        active: ActiveTurn,
+        outcome: TurnOutcome,
+        step: _Step | None,
+        *,
+        chain: bool = True,
     ) -> bool:
-        """The turn's end as one commit; ``False`` (nothing changed) if it failed."""
+        """The turn's end as one commit; ``False`` (nothing changed) if it failed.
+
+        A completed turn with input waiting also commits the next turn's
+        ``TurnStarted`` in it (the order is the same as apart). If that commit
+        fails, the end is tried again without it, as it would be on its own.
+        """
         ended = active.ended
         writer = self._writer
         events: list[EnduringEvent] = []
@@ -565,12 +620,16 @@ class LoopMachine:
         reason = GateCloseReason.ABANDONED
         events += [resolved_event(self._factory, g, reason) for g in gates]
         closing = self._closing(outcome)
+        opening: _Opening | _Unstartable | None = None
         if tail:
             events += writer.cancelled_events(closing.returned, closing.reason, ended)
             if closing.stop_durably:
                 events.append(writer.stopped_event())
             if closing.parks:
                 events.append(writer.idle_event())
+            opening = await self._chained(closing) if chain else None
+            if isinstance(opening, _Opening):
+                events.append(opening.started)
 
         def apply() -> None:
             if step is not None:
@@ -578,8 +637,13 @@ class LoopMachine:
             if tail:
                 self._gates.close_generation(active.generation)
                 self._apply_closing(outcome, closing)
+            if isinstance(opening, _Opening):
+                self._inbox.pop()  # the front entry: the opening's own
+                self._install(opening)
 
         if not await writer.commit(events, apply=apply):
+            if isinstance(opening, _Opening):
+                return await self._end_together(active, outcome, step, chain=False)
             return False
         active.hook.finish(*hook_outcome(outcome))
         self._active = None
@@ -589,13 +653,30 @@ class LoopMachine:
             return True
         for gate in gates:
             gate.settle(None)
+        await self._after_end(outcome, closing, opening)
+        return True
+
+    async def _after_end(
+        self,
+        outcome: TurnOutcome,
+        closing: _Closing,
+        opening: _Opening | _Unstartable | None,
+    ) -> None:
+        """After an end committed with its tail: stop, start the next, or park."""
         if closing.stop:
             self.status = LoopStatus.STOPPED  # quiet: no LoopIdle (§10.1.6)
         elif isinstance(outcome, Interrupted):
             await self._start_next()  # retained user input starts after LoopIdle
+        elif isinstance(opening, _Opening):
+            self._launch(opening)  # its TurnStarted committed with the end
+        elif isinstance(opening, _Unstartable):
+            entry = self._inbox.pop()
+            if entry is not None:
+                await self._start_failed(entry)
+            await self._return_the_rest()
+            await self._writer.park()
         elif not closing.parks and not await self._start_next():
-            await writer.park()
-        return True
+            await self._writer.park()
 
     async def _end_apart(
         self, active: ActiveTurn, outcome: TurnOutcome, step: _Step | None
@@ -660,10 +741,14 @@ class LoopMachine:
             return False
         if await self._start_turn(entry):
             return True
+        await self._return_the_rest()
+        return False
+
+    async def _return_the_rest(self) -> None:
+        """After a failed start: no input is stranded behind it."""
         await self._writer.cancel_inputs(
             self._inbox.take_all(), CancelReason.TURN_FAILED, None
         )
-        return False
 
 
 def _settle(future: asyncio.Future[T], value: T) -> None:

@@ -3,7 +3,8 @@
 Owns :class:`FlakyJournal`: it delegates to an
 :class:`~turnstream.memory.InMemoryJournal` and can be told to fail the next
 appends, to fail appends that match a predicate, or to stall an append until
-released. Imports the memory adapter and value types.
+released; it keeps every committed append's events (``batches``). Imports the
+memory adapter and value types.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class FlakyJournal:
     def __init__(self, inner: InMemoryJournal | None = None) -> None:
         self.inner = inner or InMemoryJournal()
         self.appends = 0
+        self.batches: list[tuple[EnduringEvent, ...]] = []  # committed, in order
         self.progress: CommandProgress | None = None  # the last one given
         self._fail_next = 0
         self._fail_when: Callable[[Sequence[EnduringEvent]], bool] | None = None
@@ -68,6 +70,7 @@ class FlakyJournal:
         if self._fail_when is not None and self._fail_when(events):
             raise JournalFailure("injected append failure")
         await self.inner.append(loop_id, events, progress)
+        self.batches.append(tuple(events))
 
     async def recover(self, loop_id: LoopId) -> Recovery:
         """Delegate."""

@@ -13,6 +13,7 @@ from turnstream.events import (
     InputCancelled,
     InputQueued,
     RejectReason,
+    TokenDelta,
     TurnDone,
     TurnFoldedInto,
     TurnStarted,
@@ -153,18 +154,22 @@ async def test_normal_completion_pops_inbox() -> None:
 
 
 class TrippingHub(InMemoryHub):
-    """Arms an id failure as soon as a TurnDone is delivered."""
+    """Arms an id failure once the first turn's answer has streamed.
+
+    The first turn's last id is minted before its answer streams; the next
+    mint is the chained turn's id, at the turn's end.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.on_done: list[object] = []
+        self.on_answer: list[object] = []
 
-    async def deliver(self, events: object) -> None:  # type: ignore[override]
-        await super().deliver(events)  # type: ignore[arg-type]
-        if any(isinstance(e, TurnDone) for e in events):  # type: ignore[attr-defined]
-            for action in self.on_done:
+    async def publish(self, event: object) -> None:  # type: ignore[override]
+        await super().publish(event)  # type: ignore[arg-type]
+        if isinstance(event, TokenDelta):
+            for action in self.on_answer:
                 action()  # type: ignore[operator]
-            self.on_done.clear()
+            self.on_answer.clear()
 
 
 async def test_inbox_pop_id_gen_failure_returns_entry() -> None:
@@ -179,7 +184,7 @@ async def test_inbox_pop_id_gen_failure_returns_entry() -> None:
         b = await rig.submit("b")
         c = await rig.submit("c")
         await rig.recorder.wait_for_type(InputQueued, count=2)
-        hub.on_done.append(lambda: rig.ids.fail_next(1))  # the next mint is b's turn id
+        hub.on_answer.append(lambda: rig.ids.fail_next(1))  # the next is b's turn id
         pause.release()
         await rig.idle()
         assert rig.after_start()[-4:] == [
