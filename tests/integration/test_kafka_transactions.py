@@ -5,7 +5,9 @@ Each durable commit of a turn is one transaction and costs a broker round trip
 commits what the contract lets it commit together: ``TurnStarted`` alone (it
 must be durable before history changes), then each tool step's ``StepDone``
 (durable before the next request sees its results), then the final
-``StepDone`` with the terminal and ``LoopIdle`` in one transaction. The counts
+``StepDone`` with the terminal and ``LoopIdle`` in one transaction; an input
+queued behind the turn starts in that transaction instead of the ``LoopIdle``
+(its ``TurnStarted`` after the terminal, as the contract orders it). The counts
 come from the service's own commits counter; one loop runs alone on its own
 topic set, so every transaction counted is the turn's.
 """
@@ -39,7 +41,14 @@ from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.actor.writer import WriterSettings
 from turnstream.kafka.client.session import KafkaSession
-from turnstream.testing import FunctionTool, ScriptedModel, call, text_step, tool_step
+from turnstream.testing import (
+    FunctionTool,
+    Pause,
+    ScriptedModel,
+    call,
+    text_step,
+    tool_step,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.asyncio(loop_scope="module")]
 
@@ -136,3 +145,40 @@ async def test_tool_turn_commits_one_more_transaction_per_tool_step(
         "LoopIdle",
     ]
     assert (one, two) == (3, 4)
+
+
+async def test_queued_turns_start_in_the_previous_turns_end_transaction(
+    lane: Lane,
+) -> None:
+    """TurnStarted; each end with the next TurnStarted; the last end with LoopIdle."""
+    loop_id = LoopId(uuid4())
+    pause = Pause()
+    lane.models.by_loop[loop_id] = ScriptedModel(
+        [
+            text_step("warm"),
+            [pause, *text_step("one")],
+            text_step("two"),
+            text_step("three"),
+        ]
+    )
+    await turn_transactions(lane, loop_id, "warm up")
+    subscription = lane.session.subscribe_events(loop_filter(loop_id))
+    await asyncio.sleep(_SETTLE)
+    before = lane.metrics.commits
+    await lane.session.submit("one", loop_id=loop_id)
+    await pause.wait_reached(within=30)
+    await lane.session.submit("two", loop_id=loop_id)
+    await lane.session.submit("three", loop_id=loop_id)
+    live = await collect_until(subscription, count_type("InputQueued", 2))
+    pause.release()
+    live += await collect_until(subscription, count_type("LoopIdle"))
+    await asyncio.sleep(_SETTLE)
+    subscription.close()
+    assert enduring_types(live) == [
+        "TurnStarted",
+        *["StepDone", "TurnDone", "TurnStarted"] * 2,
+        "StepDone",
+        "TurnDone",
+        "LoopIdle",
+    ]
+    assert lane.metrics.commits - before == 4  # apart: 6
