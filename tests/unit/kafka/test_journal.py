@@ -35,9 +35,9 @@ from turnstream.ids import LoopId
 from turnstream.kafka.actor.journal import PartitionJournal
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
-from turnstream.kafka.reader import SnapshotRead
+from turnstream.kafka.reader import StateIndex
 from turnstream.state import LoopState
-from turnstream.wire import EncodedHistory
+from turnstream.wire import EncodedHistory, default_codec
 
 SESSION = uuid4()
 
@@ -80,7 +80,7 @@ def journal_with(
     journal = PartitionJournal(
         partition=0,
         writer=writer,  # type: ignore[arg-type]
-        snapshots=SnapshotRead(states or {}, frozenset(), 0),
+        snapshots=StateIndex.of(default_codec(), (states or {}).values()),
         clients=None,  # type: ignore[arg-type] - never read in these tests
         codec=None,  # type: ignore[arg-type]
         events_topic="events",

@@ -7,7 +7,9 @@ is due) and the ids of the commands it answered (to skip redelivered ones).
 ``append`` hands one commit to the partition's
 :class:`~turnstream.kafka.actor.writer.PartitionWriter` (one transaction) and
 changes nothing here unless it committed; ``recover`` answers from memory,
-else from the snapshots read at assignment, else from the journal.
+else from the loop's latest state record found at assignment (kept undecoded
+until the loop's first command: :class:`~turnstream.kafka.reader.StateIndex`),
+else from the journal.
 
 When a state record is written: with ``LoopStarted``, with ``TurnStarted``,
 and with every commit after which the loop has no open turn (a terminal, a
@@ -59,7 +61,7 @@ from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.writer import PartitionWriter
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.faults import PartitionClosedError
-from turnstream.kafka.reader import SnapshotRead, read_journal
+from turnstream.kafka.reader import StateIndex, read_journal
 from turnstream.runtime.fold import fold_loop
 from turnstream.runtime.input_queue import SEEN_WINDOW, SeenCommands
 from turnstream.runtime.ports import Recovery
@@ -97,7 +99,8 @@ class PartitionJournal:
     Args:
         partition: the partition number shared by commands, events and loops.
         writer: the partition's transactional writer.
-        snapshots: what the loops partition held at assignment.
+        snapshots: the latest state records the loops partition held at
+            assignment (undecoded).
         clients: builds consumers for journal reads.
         codec: decodes journal records.
         events_topic: the journal topic.
@@ -109,7 +112,7 @@ class PartitionJournal:
         *,
         partition: int,
         writer: PartitionWriter,
-        snapshots: SnapshotRead,
+        snapshots: StateIndex,
         clients: KafkaClients,
         codec: Codec,
         events_topic: str,
@@ -130,20 +133,11 @@ class PartitionJournal:
 
     def known(self, loop_id: UUID) -> bool:
         """Whether ``loop_id`` has committed anything on this partition."""
-        return (
-            loop_id in self._views
-            or loop_id in self._snapshots.states
-            or loop_id in self._snapshots.unreadable
-        )
+        return loop_id in self._views or self._snapshots.known(loop_id)
 
     def open_turn_loops(self) -> list[UUID]:
         """Loops whose latest snapshot has an open turn (or must be replayed)."""
-        found = [
-            loop_id
-            for loop_id, state in self._snapshots.states.items()
-            if state.open_turn is not None or state.journal_offset < 0
-        ]
-        return [*found, *sorted(self._snapshots.unreadable)]
+        return [i for i in self._snapshots.tail_loops() if i not in self._views]
 
     def is_resolved(self, loop_id: UUID, command_id: UUID) -> bool:
         """Whether ``command_id`` was already answered durably for ``loop_id``.
@@ -249,7 +243,7 @@ class PartitionJournal:
         view = self._views.get(loop_id)
         if view is not None:
             return Recovery(view.base, tuple(view.unfolded))
-        snapshot = self._snapshots.states.get(loop_id)
+        snapshot = self._snapshots.peek(loop_id)
         if snapshot is not None and snapshot.journal_offset >= 0:
             if snapshot.open_turn is None:
                 events: list[EnduringEvent] = []
@@ -284,6 +278,7 @@ class PartitionJournal:
                 view.open_turn = False
         _remember(view, events)
         self._views[loop_id] = view
+        self._snapshots.forget(loop_id)
         return Recovery(base, tuple(events))
 
     async def prefetch(self, loop_ids: Iterable[UUID]) -> dict[UUID, Recovery]:
@@ -293,11 +288,11 @@ class PartitionJournal:
         one read from the smallest ``journal_offset`` instead of one per loop.
         """
         wanted = [i for i in loop_ids if i not in self._views]
+        snapshots = {i: self._snapshots.peek(i) for i in wanted}
         starts = [
-            self._snapshots.states[i].journal_offset
-            for i in wanted
-            if i in self._snapshots.states
-            and self._snapshots.states[i].journal_offset >= 0
+            s.journal_offset
+            for s in snapshots.values()
+            if s is not None and s.journal_offset >= 0
         ]
         if len(wanted) > 1 and len(starts) == len(wanted):
             tail = await read_journal(
@@ -308,7 +303,8 @@ class PartitionJournal:
                 loops=wanted,
             )
             for loop_id in wanted:
-                snapshot = self._snapshots.states[loop_id]
+                snapshot = snapshots[loop_id]
+                assert snapshot is not None  # noqa: S101 - every wanted loop has a start
                 events = [
                     e.event
                     for e in tail
@@ -327,6 +323,7 @@ class PartitionJournal:
                         view.open_turn = False
                 _remember(view, events)
                 self._views[loop_id] = view
+                self._snapshots.forget(loop_id)
                 self._metrics.restores["snapshot+tail"] += 1
         return {i: await self.recover(LoopId(i)) for i in wanted}
 

@@ -4,10 +4,10 @@ Owns :class:`PartitionRunner`. It is created when the consumer group assigns a
 commands partition and lives until that partition is revoked (or lost):
 
 * :meth:`PartitionRunner.open` starts the transactional writer (which fences a
-  previous owner), reads the latest state of every loop from the compacted
-  loops partition, and closes every turn a crash left open with a durable
-  ``TurnInterrupted`` (the runtime's restore path); other loops are restored
-  lazily, on their next input;
+  previous owner), indexes the latest state record of every loop of the
+  compacted loops partition (undecoded), and closes every turn a crash left
+  open with a durable ``TurnInterrupted`` (the runtime's restore path); other
+  loops are decoded and restored lazily, on their next input;
 * :meth:`PartitionRunner.dispatch` takes the partition's command records in
   offset order: poison records -- undecodable, mis-keyed, misrouted -- go to
   the dead-letter topic (:mod:`~turnstream.kafka.actor.poison`, in the
@@ -58,7 +58,7 @@ from turnstream.kafka.actor.writer import (
 )
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.faults import PartitionClosedError
-from turnstream.kafka.reader import read_latest_states
+from turnstream.kafka.reader import read_state_index
 from turnstream.kafka.records import DeadLetterKind
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.actor import LoopActor, LoopStatus
@@ -195,7 +195,7 @@ class PartitionRunner:
         self._writer_task = ctx.spawn(
             self.writer.run(), f"writer-{ctx.topics.commands}-{self.partition}"
         )
-        snapshots = await read_latest_states(
+        snapshots = await read_state_index(
             ctx.clients, ctx.codec, TopicPartition(ctx.topics.loops, self.partition)
         )
         self._journal = PartitionJournal(

@@ -82,8 +82,8 @@ from turnstream.kafka.faults import (
     PartitionFencedError,
     classify,
 )
-from turnstream.kafka.reader import record_visible
-from turnstream.kafka.records import loop_key
+from turnstream.kafka.reader import record_visible, restore_hint
+from turnstream.kafka.records import STATE_RESTORE, loop_key
 from turnstream.kafka.topology import TopicNames
 from turnstream.state import LoopState
 from turnstream.wire import Codec, EncodedHistory, EncodeError
@@ -710,29 +710,33 @@ class PartitionWriter:
                 }
             )
             outcome.states[index] = state
+            value, hint = self._encode_state(state, request.history)
             futures.append(
                 await self._send(
                     self._topics.loops,
-                    self._encode_state(state, request.history),
+                    value,
                     key=loop_key(request.loop_id),
                     partition=self.partition,
-                    headers=self._codec.kafka_headers(state),
+                    headers=[*self._codec.kafka_headers(state), (STATE_RESTORE, hint)],
                 )
             )
         return futures
 
-    def _encode_state(self, state: LoopState, history: EncodedHistory | None) -> bytes:
+    def _encode_state(
+        self, state: LoopState, history: EncodedHistory | None
+    ) -> tuple[bytes, bytes]:
+        """The state record's value and its ``ts-restore`` header."""
         limit = self._settings.state_max_bytes - _STATE_OVERHEAD
         try:
             data = self._codec.marshal_state(state, history)
         except EncodeError:
             data = b""
         if data and len(data) <= limit:
-            return data
+            return data, restore_hint(state)
         # Too large for the loops topic: write a marker that sends restore to
         # a full replay of the journal (never a stale snapshot).
         marker = state.model_copy(update={"messages": (), "journal_offset": -1})
-        return self._codec.marshal_state(marker)
+        return self._codec.marshal_state(marker), restore_hint(marker)
 
     def _succeed(self, batch: list[_Request], outcome: _Outcome) -> None:
         now = time.monotonic()
