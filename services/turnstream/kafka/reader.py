@@ -40,6 +40,7 @@ from turnstream.kafka.records import (
     STATE_RESTORE,
     parse_loop_key,
 )
+from turnstream.kafka.state_records import assemble, parse_history_key
 from turnstream.state import LoopState
 from turnstream.wire import Codec
 
@@ -145,11 +146,12 @@ async def _position(consumer: Any, tp: TopicPartition, seconds: float) -> int:
 
 
 class StateIndex:
-    """The latest state record of each loop of one loops partition, undecoded.
+    """The latest state records of each loop of one loops partition, undecoded.
 
-    A takeover keeps each loop's latest record as bytes (older records of the
+    A takeover keeps each loop's latest head and its history records (see
+    :mod:`~turnstream.kafka.state_records`) as bytes -- older records of the
     same key, which compaction has not removed yet, are dropped as the scan
-    passes them) and decodes only what it must act on at once: the loops
+    passes them -- and decodes only what it must act on at once: the loops
     whose record's ``ts-restore`` header says ``tail`` (an open turn or a
     replay marker), and records written without the header. Every other loop
     is decoded when its next command arrives (:meth:`peek`) and then left to
@@ -160,11 +162,19 @@ class StateIndex:
         end_offset: where the scan stopped.
     """
 
-    __slots__ = ("_codec", "_records", "_tail", "_unreadable", "end_offset")
+    __slots__ = (
+        "_codec",
+        "_history",
+        "_records",
+        "_tail",
+        "_unreadable",
+        "end_offset",
+    )
 
     def __init__(self, codec: Codec, end_offset: int = 0) -> None:
         self._codec = codec
         self._records: dict[UUID, bytes] = {}
+        self._history: dict[UUID, dict[int, bytes]] = {}
         self._tail: set[UUID] = set()
         self._unreadable: set[UUID] = set()
         self.end_offset = end_offset
@@ -189,8 +199,9 @@ class StateIndex:
             hint: the record's ``ts-restore`` header (``None``: absent).
         """
         self._unreadable.discard(loop_id)
-        if value is None:
+        if value is None:  # the loop was deleted: its history goes too
             self._records.pop(loop_id, None)
+            self._history.pop(loop_id, None)
             self._tail.discard(loop_id)
             return
         self._records[loop_id] = value
@@ -201,9 +212,16 @@ class StateIndex:
         else:
             self._classify(loop_id, value)
 
+    def put_history(self, loop_id: UUID, number: int, value: bytes | None) -> None:
+        """Take one history record of the partition (later records win)."""
+        if value is None:
+            self._history.get(loop_id, {}).pop(number, None)
+        else:
+            self._history.setdefault(loop_id, {})[number] = value
+
     def _classify(self, loop_id: UUID, value: bytes) -> None:
         """Decode a record written without the hint to learn what it needs."""
-        state = self._decode(loop_id, value)
+        state = self._decode_one(loop_id, value)
         if state is None:
             del self._records[loop_id]
             self._tail.discard(loop_id)
@@ -247,12 +265,28 @@ class StateIndex:
         return state
 
     def forget(self, loop_id: UUID) -> None:
-        """Drop ``loop_id``'s record: its owner now keeps the loop's state."""
+        """Drop ``loop_id``'s records: its owner now keeps the loop's state."""
         self._records.pop(loop_id, None)
+        self._history.pop(loop_id, None)
         self._tail.discard(loop_id)
         self._unreadable.discard(loop_id)
 
     def _decode(self, loop_id: UUID, value: bytes) -> LoopState | None:
+        """The whole state: the head, with its history records when it has some."""
+        head = self._decode_one(loop_id, value)
+        if head is None or head.history_length < 0:
+            return head
+        stored = self._history.get(loop_id, {})
+        history: dict[int, LoopState] = {}
+        for number in range(head.history_records):
+            data = stored.get(number)
+            record = None if data is None else self._decode_one(loop_id, data)
+            if record is None:
+                return None
+            history[number] = record
+        return assemble(head, history)
+
+    def _decode_one(self, loop_id: UUID, value: bytes) -> LoopState | None:
         try:
             state = self._codec.unmarshal_state(value)
         except DecodeError:
@@ -286,8 +320,12 @@ async def read_state_index(
 
     def take(record: Any) -> bool:
         loop_id = parse_loop_key(record.key)
-        if loop_id is not None:  # else not ours: the topic is keyed by loop id
+        if loop_id is not None:
             index.put(loop_id, record.value, _header(record, STATE_RESTORE))
+            return True
+        numbered = parse_history_key(record.key)
+        if numbered is not None:  # else not ours: every key names a loop
+            index.put_history(*numbered, record.value)
         return True
 
     index.end_offset = await _scan(clients, tp, None, take)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from uuid import UUID, uuid4
 
+from turnstream.content import TextBlock, UserMessage
 from turnstream.kafka.reader import StateIndex, restore_hint
 from turnstream.kafka.records import RESTORE_SNAPSHOT, RESTORE_TAIL
+from turnstream.kafka.state_records import split
 from turnstream.state import LoopState, OpenTurn
 from turnstream.wire import Codec, default_codec
 
@@ -124,3 +126,59 @@ def test_restore_hint_names_open_turns_and_replay_markers() -> None:
     assert restore_hint(state(loop_id, open_turn=True)) == RESTORE_TAIL
     marker = state(loop_id).model_copy(update={"journal_offset": -1})
     assert restore_hint(marker) == RESTORE_TAIL
+
+
+def test_state_index_assembles_a_head_with_its_history_records() -> None:
+    """Heads of the incremental layout are decoded with their history records."""
+    codec = CountingCodec()
+    index = StateIndex(codec)
+    loop_id = uuid4()
+    kept = state(loop_id)
+    for turn in range(3):
+        message = UserMessage(blocks=(TextBlock(text=f"q{turn}"),))
+        answered = uuid4()
+        grown = kept.model_copy(
+            update={
+                "messages": (*kept.messages, message),
+                "recent_command_ids": (*kept.recent_command_ids, answered),
+            }
+        )
+        records = split(grown, [answered])
+        assert records.history is not None
+        number = records.head.history_records - 1
+        index.put_history(loop_id, number, codec.marshal_state(records.history))
+        index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
+        kept = records.kept
+    assert codec.decoded == 0
+    assert index.peek(loop_id) == kept
+    index.forget(loop_id)
+    assert index.peek(loop_id) is None
+
+
+def test_state_index_head_without_its_history_is_a_replay() -> None:
+    codec = default_codec()
+    index = StateIndex(codec)
+    loop_id = uuid4()
+    grown = state(loop_id).model_copy(
+        update={"messages": (UserMessage(blocks=(TextBlock(text="q"),)),)}
+    )
+    records = split(grown, [])
+    index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
+    assert index.peek(loop_id) is None
+    assert index.unreadable == {loop_id}
+    assert index.tail_loops() == [loop_id]
+
+
+def test_state_index_tombstone_drops_the_history_too() -> None:
+    codec = default_codec()
+    index = StateIndex(codec)
+    loop_id = uuid4()
+    grown = state(loop_id).model_copy(
+        update={"messages": (UserMessage(blocks=(TextBlock(text="q"),)),)}
+    )
+    records = split(grown, [])
+    assert records.history is not None
+    index.put_history(loop_id, 0, codec.marshal_state(records.history))
+    index.put(loop_id, None, None)
+    index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
+    assert index.peek(loop_id) is None  # the old history is gone with the loop

@@ -11,7 +11,7 @@ else from the loop's latest state record found at assignment (kept undecoded
 until the loop's first command: :class:`~turnstream.kafka.reader.StateIndex`),
 else from the journal.
 
-When a state record is written: with ``LoopStarted``, with ``TurnStarted``,
+When the loop's state is written: with ``LoopStarted``, with ``TurnStarted``,
 and with every commit after which the loop has no open turn (a terminal, a
 rejection or cancellation while idle) -- except a commit of only ``LoopIdle``,
 which folds to nothing restore needs. Hence the invariant restore relies on: if
@@ -19,10 +19,10 @@ a loop's latest snapshot has no open turn (and a real ``journal_offset``),
 nothing committed after it changes the loop's fold, so it is restored from the
 snapshot alone; otherwise only the events after ``journal_offset`` are read (one
 turn's worth). A snapshot with ``journal_offset == -1`` (too large to store)
-means "replay the journal". Per turn that is two state records (its start and
-its terminal), each as large as the loop's history; each loop's
-:class:`~turnstream.wire.EncodedHistory` makes encoding one cost only the
-messages added since the last (a cold start encodes the whole history once).
+means "replay the journal". Per turn that is two state writes (its start and
+its terminal), each a small head plus a history record of what changed since
+the previous write (:mod:`~turnstream.kafka.state_records`): the messages and
+the ids of the commands answered since.
 
 While the partition is being handed over (:meth:`PartitionJournal.close_for_handover`)
 only what ends a running turn may still be committed; inputs that were merely
@@ -67,7 +67,7 @@ from turnstream.runtime.input_queue import SEEN_WINDOW, SeenCommands
 from turnstream.runtime.ports import Recovery
 from turnstream.runtime.progress import CommandProgress
 from turnstream.state import LoopState
-from turnstream.wire import Codec, EncodedHistory
+from turnstream.wire import Codec
 
 __all__ = ["PartitionJournal"]
 
@@ -88,9 +88,6 @@ class _LoopView:
     unfolded: list[EnduringEvent] = field(default_factory=list)
     open_turn: bool = False
     resolved: SeenCommands = field(default_factory=SeenCommands)
-    # The encoded history of the states written (state records cost what
-    # changed, not the conversation's size).
-    history: EncodedHistory = field(default_factory=EncodedHistory)
 
 
 class PartitionJournal:
@@ -229,8 +226,9 @@ class PartitionJournal:
                 view.unfolded.extend(events)
             self._metrics.committed(events)
 
+        added = () if state is None else _replies([*view.unfolded, *events])
         await self._writer.append(
-            loop_id, events, state, on_commit=committed, history=view.history
+            loop_id, events, state, on_commit=committed, added_ids=added
         )
 
     async def recover(self, loop_id: LoopId) -> Recovery:
@@ -332,8 +330,11 @@ def _seen(state: LoopState) -> SeenCommands:
     return SeenCommands((CommandId(c) for c in state.recent_command_ids), SEEN_WINDOW)
 
 
+def _replies(events: Iterable[EnduringEvent]) -> list[UUID]:
+    """The command ids ``events`` answer, in order (what the fold records)."""
+    return [r for r in (e.reply_to() for e in events) if r is not None]
+
+
 def _remember(view: _LoopView, events: Iterable[EnduringEvent]) -> None:
-    for event in events:
-        replied = event.reply_to()
-        if replied is not None:
-            view.resolved.add(CommandId(replied))
+    for replied in _replies(events):
+        view.resolved.add(CommandId(replied))
