@@ -168,6 +168,7 @@ class StateIndex:
         "_records",
         "_tail",
         "_unreadable",
+        "_whole",
         "end_offset",
     )
 
@@ -175,6 +176,8 @@ class StateIndex:
         self._codec = codec
         self._records: dict[UUID, bytes] = {}
         self._history: dict[UUID, dict[int, bytes]] = {}
+        # Loops their owner let go of: one record holds the whole state.
+        self._whole: set[UUID] = set()
         self._tail: set[UUID] = set()
         self._unreadable: set[UUID] = set()
         self.end_offset = end_offset
@@ -199,6 +202,7 @@ class StateIndex:
             hint: the record's ``ts-restore`` header (``None``: absent).
         """
         self._unreadable.discard(loop_id)
+        self._whole.discard(loop_id)
         if value is None:  # the loop was deleted: its history goes too
             self._records.pop(loop_id, None)
             self._history.pop(loop_id, None)
@@ -264,17 +268,33 @@ class StateIndex:
             self._unreadable.add(loop_id)
         return state
 
+    def park(self, state: LoopState) -> None:
+        """Keep the state of a loop its owner lets go of (idle), encoded.
+
+        Its next command decodes it again, as any loop not yet seen.
+
+        Raises:
+            EncodeError: the state cannot be encoded (the owner keeps it).
+        """
+        loop_id = state.loop_id
+        self._records[loop_id] = self._codec.marshal_state(state)
+        self._whole.add(loop_id)
+        self._history.pop(loop_id, None)
+        self._tail.discard(loop_id)
+        self._unreadable.discard(loop_id)
+
     def forget(self, loop_id: UUID) -> None:
         """Drop ``loop_id``'s records: its owner now keeps the loop's state."""
         self._records.pop(loop_id, None)
         self._history.pop(loop_id, None)
+        self._whole.discard(loop_id)
         self._tail.discard(loop_id)
         self._unreadable.discard(loop_id)
 
     def _decode(self, loop_id: UUID, value: bytes) -> LoopState | None:
         """The whole state: the head, with its history records when it has some."""
         head = self._decode_one(loop_id, value)
-        if head is None or head.history_length < 0:
+        if head is None or head.history_length < 0 or loop_id in self._whole:
             return head
         stored = self._history.get(loop_id, {})
         history: dict[int, LoopState] = {}

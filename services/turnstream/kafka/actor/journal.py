@@ -67,7 +67,7 @@ from turnstream.runtime.input_queue import SEEN_WINDOW, SeenCommands
 from turnstream.runtime.ports import Recovery
 from turnstream.runtime.progress import CommandProgress
 from turnstream.state import LoopState
-from turnstream.wire import Codec
+from turnstream.wire import Codec, EncodeError
 
 __all__ = ["PartitionJournal"]
 
@@ -164,6 +164,35 @@ class PartitionJournal:
         return base is not None and CommandProgress(
             base.applied_command_offset, base.pending_command_offsets
         ).covers(offset)
+
+    def parkable(self, loop_id: UUID) -> bool:
+        """Whether ``loop_id`` is settled: idle, its latest state written."""
+        view = self._views.get(loop_id)
+        return (
+            view is not None
+            and view.base is not None
+            and not view.open_turn
+            and all(isinstance(e, LoopIdle) for e in view.unfolded)
+        )
+
+    def park(self, loop_id: UUID) -> bool:
+        """Let go of a settled loop whose actor stopped; ``False`` if it is not.
+
+        Its state goes back to the partition's state index, encoded, so its
+        next command restores it from there: what stays in memory is bytes,
+        not the decoded history (a ``LoopIdle`` committed since the state
+        write changes nothing a restore needs).
+        """
+        if not self.parkable(loop_id):
+            return False
+        base = self._views[loop_id].base
+        assert base is not None  # noqa: S101 - parkable() checked it
+        try:
+            self._snapshots.park(base)
+        except EncodeError:
+            return False
+        del self._views[loop_id]
+        return True
 
     def close_for_handover(self) -> None:
         """From now on commit only what ends running turns (see module docstring)."""

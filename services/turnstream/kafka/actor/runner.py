@@ -18,6 +18,10 @@ commands partition and lives until that partition is revoked (or lost):
 * while the group rebalances the runner simply keeps going (its turns run
   and commit; no new records arrive); if the partition comes back to this
   process it carries on from :attr:`PartitionRunner.next_offset`;
+* beyond its share of the service's resident budget, the runner passivates
+  the least recently used *parked* loops (idle, nothing queued, latest state
+  written): their actors stop quietly and only their encoded state stays, in
+  the partition's state index, until their next command restores them;
 * :meth:`PartitionRunner.begin_drain` (a planned stop) lets running turns
   finish but starts no new ones (:attr:`PartitionRunner.running_turns` says
   when they are done);
@@ -34,6 +38,7 @@ sit above the runtime) and the wire codec; aiokafka only through its siblings.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -72,6 +77,9 @@ __all__ = ["PartitionRunner", "RunnerContext", "SetupFor", "Spawn"]
 
 _log = logging.getLogger(__name__)
 
+_PASSIVATE_SCAN = 16
+"""Busy loops a passivation pass looks past, at most, for parked ones."""
+
 SetupFor = Callable[[LoopId, str], LoopSetup]
 """What a loop runs with, by the agent it is bound to or asks for (``""``: the
 service's single agent); given by the composition root (an
@@ -101,6 +109,8 @@ class RunnerContext:
         spawn: starts tasks in the service's task group.
         partitions: the commands topic's partition count (a command on any
             other partition than its key's is dead-lettered).
+        resident_budget: how many loops this runner keeps live (actor and
+            decoded state) before it passivates the least recently used.
     """
 
     clients: KafkaClients
@@ -117,6 +127,7 @@ class RunnerContext:
     stop_timeout: float
     spawn: Spawn
     partitions: int
+    resident_budget: Callable[[], int] = lambda: 1 << 62
 
 
 @dataclass(slots=True)
@@ -276,6 +287,32 @@ class PartitionRunner:
             return
         if not (self._closing or self.broken):
             await self._deliver(record.offset, command, actor)
+            await self._passivate()
+
+    async def _passivate(self) -> None:
+        """Stop the least recently used parked loops beyond the budget.
+
+        Runs on the dispatch path between two commands, so no command of a
+        passivated loop can be in flight; a loop with a turn running or
+        anything queued is skipped (it counts as used).
+        """
+        excess = len(self._live) - self._ctx.resident_budget()
+        if excess <= 0:
+            return
+        journal = self.journal
+        oldest = list(itertools.islice(self._live.items(), excess + _PASSIVATE_SCAN))
+        for loop_id, entry in oldest:
+            if excess <= 0 or self._closing or self.broken:
+                return
+            done = entry.task.done()  # stopped already (a client's Shutdown)
+            if not ((done or entry.actor.parked) and journal.parkable(loop_id)):
+                continue
+            if not done:
+                await self._stop_actor(entry)
+            if entry.task.done() and journal.park(loop_id):
+                del self._live[loop_id]
+                self._ctx.metrics.passivated += 1
+                excess -= 1
 
     async def _deliver(
         self, offset: int, command: AnyCommand, actor: LoopActor | None
@@ -343,6 +380,7 @@ class PartitionRunner:
         if live is not None and isinstance(command, SubmitInput):
             await self._retire_refusing(live)
         if live is not None and live.actor.status is not LoopStatus.STOPPED:
+            self._live[loop_id] = self._live.pop(loop_id)  # most recently used
             return live.actor
         if live is not None:
             del self._live[loop_id]
