@@ -57,7 +57,7 @@ from turnstream.kafka.admin.topics import (
 )
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.connection import KafkaConnection
-from turnstream.kafka.reader import read_journal, read_latest_states
+from turnstream.kafka.reader import read_journal, read_state_index
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.fold import fold_loop
@@ -171,9 +171,7 @@ async def restore_with_snapshot(
 ) -> float:
     codec = default_codec()
     started = time.perf_counter()
-    snapshots = await read_latest_states(
-        clients, codec, TopicPartition(topics.loops, 0)
-    )
+    snapshots = await read_state_index(clients, codec, TopicPartition(topics.loops, 0))
     journal = PartitionJournal(
         partition=0,
         writer=None,  # type: ignore[arg-type] - recover never writes

@@ -5,11 +5,11 @@ pydantic JSON), turn throughput vs raw aiokafka transactions (text and tool
 turns), latency seen by a subscriber vs Kafka's own (and where a token delta's
 latency goes), one turn at a time (transactions, the CPU split between this
 process and the broker, and the raw writes alone), restore time vs journal
-length (with and without the state snapshot), the state snapshot's cost as a
-conversation grows (with and without the loop's memo), scale-out (1 vs 2 loop-actor
-processes), the memory of idle loops and, when the peer frameworks are
-installed (``pip install -e '.[peers]'`` into ``.venv-peers``, see ``make
-bench-peers``), the peer comparison of ``bench/peers/``. Writes
+length (with and without the state snapshot), state at scale (bytes per turn as a
+conversation grows, a takeover's ready time and memory by idle loops, memory after
+many loops used once), scale-out (1 vs 2 loop-actor processes), the memory of
+idle loops and, when the peer frameworks are installed (``pip install -e
+'.[peers]'`` into ``.venv-peers``, see ``make bench-peers``), the peer comparison of ``bench/peers/``. Writes
 ``bench/results/latest.json`` (every number, plus the machine and its load at
 start and end) and ``bench/results/latest.md`` (the tables), and prints the
 tables.
@@ -49,7 +49,7 @@ import latency_bench
 import memory_bench
 import restore_bench
 import scale_bench
-import state_bench
+import state_scale_bench
 import turns_bench
 import txn_bench
 from _support import (
@@ -81,11 +81,11 @@ FULL: dict[str, Any] = {
     "one_at_a_time": {"conversations": 20, "turns": 5},
     "restore": {"turns": [250, 1000, 2500], "repeat": 3},
     "state": {
-        "encode_turns": [5, 50, 250, 1000],
-        "reps": 15,
-        "service_turns": 400,
-        "window": 100,
-        "repeat": 2,
+        "marks": [50, 200, 500, 1000],
+        "idle": [0, 20_000, 60_000],
+        "probes": 50,
+        "used_once": 20_000,
+        "budgets": [1000, 1_000_000],
     },
     "scale": {"loops": 200, "turns": 5, "partitions": 4, "counts": [1, 2, 1, 2]},
     "memory": {"steps": [0, 1000, 5000], "partitions": 4, "settle": 2.0},
@@ -105,11 +105,11 @@ QUICK: dict[str, Any] = {
     "one_at_a_time": {"conversations": 3, "turns": 3},
     "restore": {"turns": [100, 400], "repeat": 2},
     "state": {
-        "encode_turns": [5, 50],
-        "reps": 5,
-        "service_turns": 40,
-        "window": 20,
-        "repeat": 1,
+        "marks": [10, 30],
+        "idle": [0, 500],
+        "probes": 10,
+        "used_once": 300,
+        "budgets": [100],
     },
     "scale": {"loops": 60, "turns": 3, "partitions": 4, "counts": [1, 2]},
     "memory": {"steps": [0, 200, 1000], "partitions": 4, "settle": 1.0},
@@ -210,9 +210,9 @@ async def restore_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]
 
 
 async def state_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """``bench/state_bench.py``: snapshot encoding, generic vs memo, and one loop
-    through the service with the memo and with it emptied."""
-    return await state_bench.bench(bootstrap, **cfg)
+    """``bench/state_scale_bench.py``: state bytes per turn as a loop grows, a
+    takeover's ready time and RSS by idle loops, RSS after loops used once."""
+    return await state_scale_bench.bench(bootstrap, **cfg)
 
 
 async def scale_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -492,39 +492,47 @@ def _restore_md(sec: dict[str, Any]) -> list[str]:
 
 def _state_md(sec: dict[str, Any]) -> list[str]:
     lines = [
-        "| turns of history | messages | state KiB | one turn's two snapshots, "
-        "generic ms | with the memo ms | speed-up |",
+        "One loop, text turns one after another (~420-byte input and answer):",
+        "",
+        "| turns | state MB | journal MB | state KB/turn | journal KB/turn "
+        "| state / journal |",
         "|--:|--:|--:|--:|--:|--:|",
     ]
-    for c in sec["encode"]:
+    for r in sec["bytes_per_turn"]:
         lines.append(
-            f"| {c['turns']} | {c['messages']} | {c['state_kib']:,.1f} "
-            f"| {c['generic_ms_per_turn']:.3f} | {c['memo_ms_per_turn']:.3f} "
-            f"| {c['speed_up']:.1f}x |"
+            f"| {r['turns']:,} | {r['state_mb']:,.2f} | {r['journal_mb']:,.3f} "
+            f"| {r['state_kb_per_turn']:,.2f} | {r['journal_kb_per_turn']:,.2f} "
+            f"| {r['state_per_journal']:.1f} |"
         )
-    svc = sec["service"]
     lines += [
         "",
-        f"One loop, {svc['turns']} text turns one after another "
-        f"(~{svc['answer_bytes']}-byte answers), in-process service + client; "
-        "each run's figures per window of turns (p50 submit → turn end ms / "
-        "process CPU ms per turn):",
+        "A new owner of one partition with N idle loops (20 messages of 400 B "
+        "each); cold = a loop's first turn on the new owner, warm = its second "
+        "(submit → LoopIdle ms):",
         "",
-        "| run | "
-        + " | ".join(w["turns"] for w in svc["runs"]["memo"][0]["windows"])
-        + " |",
-        "|---|" + "--:|" * len(svc["runs"]["memo"][0]["windows"]),
+        "| idle loops | state MB | ready s | RSS MiB at ready | cold p50 / p99 "
+        "| warm p50 / p99 |",
+        "|--:|--:|--:|--:|--:|--:|",
     ]
-    for name, label in (
-        ("memo", "memo"),
-        ("emptied", "memo emptied before each write"),
-    ):
-        for run in svc["runs"][name]:
-            cells = " | ".join(
-                f"{w['turn_end_ms']['p50']:.1f} / {w['cpu_ms_per_turn']:.2f}"
-                for w in run["windows"]
-            )
-            lines.append(f"| {label} | {cells} |")
+    for r in sec["takeover"]:
+        cold, warm = r.get("cold_turn_ms", {}), r.get("warm_turn_ms", {})
+        lines.append(
+            f"| {r['idle_loops']:,} | {r['state_mb_on_topic']:,.1f} "
+            f"| {r['ready_s']:.2f} | {r['rss_mib_at_ready']:,.1f} "
+            f"| {cold.get('p50', '-')} / {cold.get('p99', '-')} "
+            f"| {warm.get('p50', '-')} / {warm.get('p99', '-')} |"
+        )
+    lines += [
+        "",
+        "| loops used once | --max-resident-loops | seconds | RSS MiB before "
+        "| RSS MiB after |",
+        "|--:|--:|--:|--:|--:|",
+    ]
+    for r in sec["used_once"]:
+        lines.append(
+            f"| {r['loops']:,} | {r['max_resident_loops']:,} | {r['seconds']} "
+            f"| {r['rss_mib_ready']} | {r['rss_mib_after']} |"
+        )
     return lines
 
 
@@ -578,10 +586,7 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
         txn_bench.table,
     ),
     "restore": ("Restore one loop: snapshot vs full journal replay", _restore_md),
-    "state": (
-        "State snapshots as a conversation grows: memo vs from scratch",
-        _state_md,
-    ),
+    "state": ("State at scale: bytes per turn, takeover, resident loops", _state_md),
     "scale": ("Scale-out: 1 vs 2 loop-actor processes", _scale_md),
     "memory": ("Memory: one actor process holding N idle loops", _memory_md),
     "peers": (

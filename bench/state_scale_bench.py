@@ -12,10 +12,16 @@ Two parts, each on its own one-partition topic set of the local broker:
   demo model) finds ``N`` idle loops on its partition -- state records written
   by a previous owner, each holding 20 messages of 400 bytes -- and the bench
   times process start -> ``/ready`` answering 200 and reads its RSS then. The
-  records are clones of one real loop's latest state record (so they carry
-  what the service writes), with new loop ids and histories. After ready, the
-  first turn of ``cold`` loops (never touched by this process) and a second turn
-  of the same loops (warm) are timed from submit to ``LoopIdle``.
+  records are laid out as the service writes them (a head and one history
+  record per message, see ``turnstream.kafka.state_records``), cloned from
+  one real loop's latest state (its agent and model), with new loop ids.
+  After ready, the first turn of ``cold`` loops (never touched by this
+  process) and a second turn of the same loops (warm) are timed from submit
+  to ``LoopIdle``.
+* **used once**: an actor process with ``--max-resident-loops B`` gets one
+  input for each of ``N`` new loops (one short turn each, the loops then idle)
+  and its RSS is read once every loop's ``LoopIdle`` is committed, for each
+  budget given (a budget of at least ``N`` passivates nothing).
 
 Usage::
 
@@ -45,20 +51,22 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from _support import (
     RESULTS_DIR,
     ModelPool,
+    TypeCounter,
     actor_processes,
     bootstrap_servers,
     clients_for,
     machine,
     now_iso,
     percentiles,
+    produce_commands,
     quiet_kafka_logs,
     rss_bytes,
     service_for,
+    submit_command,
     topic_set,
     wait_until,
     write_json,
 )
-from state_bench import ANSWER
 from turnstream.content import AIMessage, Conversation, TextBlock, UserMessage
 from turnstream.events import LoopIdle
 from turnstream.ids import LoopId
@@ -66,14 +74,19 @@ from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.reader import read_latest_states, restore_hint
 from turnstream.kafka.records import STATE_RESTORE, loop_key
+from turnstream.kafka.state_records import history_key, split
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.subscription import EventFilter
+from turnstream.state import LoopState
 from turnstream.testing import ScriptedModel, text_step
 from turnstream.wire import default_codec
 
 RESULTS = RESULTS_DIR / "state_scale.json"
+LOG_DIR: Path | None = None
+"""Where the actor processes' logs go (``--log-dir``; none by default)."""
 
 QUESTION = " ".join(f"word{i:02d}" for i in range(60))  # ~60 words, ~420 bytes
+ANSWER = tuple(f"word{c:02d} of the answer " for c in range(20))  # ~420 bytes
 IDLE_MESSAGES = 20
 IDLE_MESSAGE_BYTES = 400
 
@@ -213,6 +226,21 @@ def _ready(port: int) -> bool:
         return False
 
 
+def _metrics(port: int, names: tuple[str, ...]) -> dict[str, float]:
+    """Some unlabelled ``turnstream_*`` samples of the actor's ``/metrics``."""
+    with urllib.request.urlopen(  # noqa: S310 - loopback URL we built
+        f"http://127.0.0.1:{port}/metrics", timeout=5
+    ) as answer:
+        text = answer.read().decode()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        short = name.removeprefix("turnstream_")
+        if short in names:
+            found[short] = float(value)
+    return found
+
+
 def _history(seed: int) -> tuple[Conversation, ...]:
     filler = "x" * (IDLE_MESSAGE_BYTES - 16)
     messages: list[Conversation] = []
@@ -235,7 +263,7 @@ async def _turn_times(
     return times
 
 
-async def _template(bootstrap: str, topics: TopicNames, prefix: str) -> Any:
+async def _template(bootstrap: str, topics: TopicNames, prefix: str) -> LoopState:
     """One real loop's latest state, written by a real actor process."""
     group = f"{prefix}template"
     port = _free_port()
@@ -266,8 +294,14 @@ async def _template(bootstrap: str, topics: TopicNames, prefix: str) -> Any:
 
 
 async def _write_idle_loops(
-    bootstrap: str, topics: TopicNames, template: Any, count: int
+    bootstrap: str, topics: TopicNames, template: LoopState, count: int
 ) -> list[LoopId]:
+    """``count`` idle loops as the service leaves them: a head and history records.
+
+    Each loop's history is written as the service writes ten turns of it: one
+    history record per message (a turn's start adds its input, its end the
+    answer), then the loop's latest head.
+    """
     codec = default_codec()
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -278,27 +312,51 @@ async def _write_idle_loops(
     )
     await producer.start()
     loops: list[LoopId] = []
+    blank = template.model_copy(
+        update={
+            "messages": (),
+            "recent_command_ids": (),
+            "history_length": -1,
+            "history_records": 0,
+        }
+    )
     try:
         pending = []
         for seed in range(count):
             loop_id = LoopId(uuid.uuid4())
             loops.append(loop_id)
-            state = template.model_copy(
-                update={"loop_id": loop_id, "messages": _history(seed)}
-            )
+            kept = blank.model_copy(update={"loop_id": loop_id})
+            for message in _history(seed):
+                records = split(
+                    kept.model_copy(update={"messages": (*kept.messages, message)}),
+                    (),
+                )
+                assert records.history is not None
+                number = records.head.history_records - 1
+                pending.append(
+                    await producer.send(
+                        topics.loops,
+                        codec.marshal_state(records.history),
+                        key=history_key(loop_id, number),
+                        partition=0,
+                        headers=codec.kafka_headers(records.history),
+                    )
+                )
+                kept = records.kept
+            head = records.head
             pending.append(
                 await producer.send(
                     topics.loops,
-                    codec.marshal_state(state),
+                    codec.marshal_state(head),
                     key=loop_key(loop_id),
                     partition=0,
                     headers=[
-                        *codec.kafka_headers(state),
-                        (STATE_RESTORE, restore_hint(state)),
+                        *codec.kafka_headers(head),
+                        (STATE_RESTORE, restore_hint(head)),
                     ],
                 )
             )
-            if len(pending) >= 2000:
+            if len(pending) >= 20_000:
                 await asyncio.gather(*pending)
                 pending.clear()
         await asyncio.gather(*pending)
@@ -345,8 +403,9 @@ async def takeover_case(bootstrap: str, idle_loops: int, probes: int) -> dict[st
 
                 async def pump() -> None:
                     async for event in subscription:
-                        if isinstance(event, LoopIdle):
-                            idle.put_nowait(LoopId(event.header.loop_id))
+                        loop_id = event.header.loop_id
+                        if isinstance(event, LoopIdle) and loop_id is not None:
+                            idle.put_nowait(LoopId(loop_id))
 
                 task = asyncio.create_task(pump())
                 try:
@@ -369,13 +428,75 @@ async def takeover_case(bootstrap: str, idle_loops: int, probes: int) -> dict[st
     return row
 
 
+async def used_once_case(bootstrap: str, loops: int, budget: int) -> dict[str, Any]:
+    """RSS of an actor after ``loops`` new loops ran one turn each."""
+    async with topic_set(bootstrap, "usedonce", partitions=1) as (prefix, topics):
+        counter = TypeCounter(bootstrap, topics.events, 1)
+        await counter.start()
+        port = _free_port()
+        try:
+            with actor_processes(
+                1,
+                bootstrap=bootstrap,
+                prefix=prefix,
+                group_id=f"{prefix}owner",
+                extra=[
+                    "--metrics-port",
+                    str(port),
+                    "--max-resident-loops",
+                    str(budget),
+                ],
+                log_dir=LOG_DIR,
+            ) as (proc,):
+                await wait_until(lambda: _ready(port), timeout=120, interval=0.1)
+                rss_before = rss_bytes(proc.pid)
+                started = time.perf_counter()
+                session = uuid.uuid4()
+                await produce_commands(
+                    bootstrap,
+                    topics.commands,
+                    (
+                        submit_command(uuid.uuid4(), session, "hello")
+                        for _ in range(loops)
+                    ),
+                )
+                await wait_until(
+                    lambda: counter.counts["LoopIdle"] >= loops,
+                    timeout=1800,
+                    interval=0.1,
+                )
+                seconds = time.perf_counter() - started
+                rss = rss_bytes(proc.pid)
+                gauges = _metrics(port, ("live_loops", "loops_passivated_total"))
+        finally:
+            await counter.stop()
+    row = {
+        "loops": loops,
+        "max_resident_loops": budget,
+        "seconds": round(seconds, 1),
+        "rss_mib_ready": round(rss_before / 2**20, 1),
+        "rss_mib_after": round(rss / 2**20, 1),
+        "live_loops": gauges.get("live_loops"),
+        "passivated": gauges.get("loops_passivated_total"),
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
 async def bench(
-    bootstrap: str, *, marks: list[int], idle: list[int], probes: int
+    bootstrap: str,
+    *,
+    marks: list[int],
+    idle: list[int],
+    probes: int,
+    used_once: int,
+    budgets: list[int],
 ) -> dict[str, Any]:
-    """Both parts."""
+    """Every part."""
     takeover = [await takeover_case(bootstrap, n, probes) for n in idle]
+    once = [await used_once_case(bootstrap, used_once, b) for b in budgets]
     per_turn = await bytes_case(bootstrap, marks) if marks else []
-    return {"bytes_per_turn": per_turn, "takeover": takeover}
+    return {"bytes_per_turn": per_turn, "takeover": takeover, "used_once": once}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -386,13 +507,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--marks", type=int, nargs="*", default=[50, 200, 500, 1000])
     parser.add_argument("--idle", type=int, nargs="*", default=[0, 20_000])
     parser.add_argument("--probes", type=int, default=50)
+    parser.add_argument("--used-once", type=int, default=20_000)
+    parser.add_argument("--budgets", type=int, nargs="*", default=[1000, 1_000_000])
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--log-dir", type=Path, default=None)
     args = parser.parse_args(argv)
+    global LOG_DIR  # noqa: PLW0603 - a run-wide switch, set once here
+    LOG_DIR = args.log_dir
     quiet_kafka_logs()
     cfg: dict[str, Any] = (
-        {"marks": [10, 30], "idle": [0, 500], "probes": 10}
+        {
+            "marks": [10, 30],
+            "idle": [0, 500],
+            "probes": 10,
+            "used_once": 300,
+            "budgets": [100],
+        }
         if args.quick
-        else {"marks": args.marks, "idle": args.idle, "probes": args.probes}
+        else {
+            "marks": args.marks,
+            "idle": args.idle,
+            "probes": args.probes,
+            "used_once": args.used_once,
+            "budgets": args.budgets,
+        }
     )
     result = asyncio.run(bench(args.bootstrap, **cfg))
     doc = {"started": now_iso(), "machine": machine(), "config": cfg, **result}

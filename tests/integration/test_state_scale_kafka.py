@@ -15,6 +15,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from tests.support.eventually import assert_eventually
 from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     Models,
     apply_topic_set,
@@ -194,8 +195,9 @@ async def test_idle_loops_beyond_the_budget_are_passivated_and_come_back_whole(
                     await session.submit(f"round {round_}", loop_id=loop_id)
                     await collect_until(subscription, count_type("LoopIdle"))
                     subscription.close()
+                # Idle beyond the budget: let go of within a sweep or two.
+                await assert_eventually(lambda: metrics.live_loops <= 2, timeout=10.0)
             assert metrics.passivated >= 6
-            assert metrics.live_loops <= 3
         for loop_id in loops:
             journal = [e.type_name for e in await session.replay(loop_id)]
             assert journal == [

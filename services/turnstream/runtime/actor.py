@@ -136,6 +136,7 @@ class LoopActor:
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._ready = asyncio.Event()
         self._start_failed = False
+        self._waiting = False  # parked on the mailbox, between two messages
         self._stopped = asyncio.Event()
 
     @classmethod
@@ -189,8 +190,17 @@ class LoopActor:
 
     @property
     def parked(self) -> bool:
-        """Idle with nothing queued: a quiet stop now loses and cancels nothing."""
-        return self._machine.status is LoopStatus.IDLE and not self._mail
+        """Idle, waiting for mail with none queued and no turn task left.
+
+        A quiet stop of a parked loop then loses, cancels and waits for nothing.
+        """
+        machine = self._machine
+        return (
+            self._waiting
+            and machine.status is LoopStatus.IDLE
+            and not self._mail
+            and not machine.tasks
+        )
 
     def post(self, command: Command, position: int | None = None) -> None:
         """Send a command without waiting; commands take effect in post order.
@@ -278,7 +288,10 @@ class LoopActor:
                 machine.status = LoopStatus.STOPPED
             self._ready.set()
             while machine.status is not LoopStatus.STOPPED:
-                await self._handle(await self._mail.get())
+                self._waiting = True
+                message = await self._mail.get()
+                self._waiting = False
+                await self._handle(message)
                 self._wake_waiters()
         except asyncio.CancelledError:
             self._mail.close()

@@ -20,8 +20,9 @@ commands partition and lives until that partition is revoked (or lost):
   process it carries on from :attr:`PartitionRunner.next_offset`;
 * beyond its share of the service's resident budget, the runner passivates
   the least recently used *parked* loops (idle, nothing queued, latest state
-  written): their actors stop quietly and only their encoded state stays, in
-  the partition's state index, until their next command restores them;
+  written) once a second: their actors stop quietly and only their encoded
+  state stays, in the partition's state index, until their next command
+  restores them;
 * :meth:`PartitionRunner.begin_drain` (a planned stop) lets running turns
   finish but starts no new ones (:attr:`PartitionRunner.running_turns` says
   when they are done);
@@ -79,6 +80,8 @@ _log = logging.getLogger(__name__)
 
 _PASSIVATE_SCAN = 16
 """Busy loops a passivation pass looks past, at most, for parked ones."""
+_SWEEP_INTERVAL = 1.0
+"""Seconds between two passivation passes of a partition."""
 
 SetupFor = Callable[[LoopId, str], LoopSetup]
 """What a loop runs with, by the agent it is bound to or asks for (``""``: the
@@ -134,6 +137,8 @@ class RunnerContext:
 class _Live:
     actor: LoopActor
     task: asyncio.Task[None]
+    # Set while the loop is being passivated; done once it is (or was not).
+    leaving: asyncio.Event | None = None
 
 
 class PartitionRunner:
@@ -165,6 +170,7 @@ class PartitionRunner:
         """The offset after the last record this runner took (``None``: none yet)."""
         self._journal: PartitionJournal | None = None
         self._writer_task: asyncio.Task[None] | None = None
+        self._sweeper_task: asyncio.Task[None] | None = None
         self.writer = PartitionWriter(
             partition=partition,
             clients=ctx.clients,
@@ -244,6 +250,9 @@ class PartitionRunner:
                 )
             if self.broken:
                 raise PartitionClosedError(self.partition)
+        self._sweeper_task = ctx.spawn(
+            self._sweep(), f"passivate-{ctx.topics.commands}-{self.partition}"
+        )
 
     # ----------------------------------------------------------- dispatch
 
@@ -287,14 +296,24 @@ class PartitionRunner:
             return
         if not (self._closing or self.broken):
             await self._deliver(record.offset, command, actor)
-            await self._passivate()
+
+    async def _sweep(self) -> None:
+        """Every second, passivate what is over the resident budget."""
+        while not (self._closing or self.broken):
+            await asyncio.sleep(_SWEEP_INTERVAL)
+            try:
+                await self._passivate()
+            except Exception:  # noqa: BLE001 - a defect here must not stop the service
+                _log.exception(
+                    "passivation failed", extra={"partition": self.partition}
+                )
 
     async def _passivate(self) -> None:
         """Stop the least recently used parked loops beyond the budget.
 
-        Runs on the dispatch path between two commands, so no command of a
-        passivated loop can be in flight; a loop with a turn running or
-        anything queued is skipped (it counts as used).
+        A loop with a turn running or anything queued is skipped (it counts
+        as used). A command that arrives for a loop being passivated waits
+        until it is (:meth:`_actor_for`), then restores it.
         """
         excess = len(self._live) - self._ctx.resident_budget()
         if excess <= 0:
@@ -305,14 +324,24 @@ class PartitionRunner:
             if excess <= 0 or self._closing or self.broken:
                 return
             done = entry.task.done()  # stopped already (a client's Shutdown)
-            if not ((done or entry.actor.parked) and journal.parkable(loop_id)):
+            if entry.leaving is not None or not (
+                (done or entry.actor.parked) and journal.parkable(loop_id)
+            ):
                 continue
-            if not done:
-                await self._stop_actor(entry)
-            if entry.task.done() and journal.park(loop_id):
-                del self._live[loop_id]
-                self._ctx.metrics.passivated += 1
-                excess -= 1
+            entry.leaving = asyncio.Event()
+            try:
+                if not done:
+                    await self._stop_actor(entry)
+                if (
+                    entry.task.done()
+                    and self._live.get(loop_id) is entry
+                    and journal.park(loop_id)
+                ):
+                    del self._live[loop_id]
+                    self._ctx.metrics.passivated += 1
+                    excess -= 1
+            finally:
+                entry.leaving.set()
 
     async def _deliver(
         self, offset: int, command: AnyCommand, actor: LoopActor | None
@@ -377,6 +406,9 @@ class PartitionRunner:
         """
         loop_id = LoopId(command.loop_id)
         live = self._live.get(loop_id)
+        if live is not None and live.leaving is not None:
+            await live.leaving.wait()  # passivated (or not) before it goes on
+            live = self._live.get(loop_id)
         if live is not None and isinstance(command, SubmitInput):
             await self._retire_refusing(live)
         if live is not None and live.actor.status is not LoopStatus.STOPPED:
@@ -543,6 +575,8 @@ class PartitionRunner:
             )
 
     async def _finish(self, live: list[_Live]) -> None:
+        if self._sweeper_task is not None:
+            self._sweeper_task.cancel()
         for entry in live:
             entry.task.cancel()
         if live:
