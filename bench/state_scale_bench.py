@@ -228,7 +228,7 @@ def _ready(port: int) -> bool:
 
 def _metrics(port: int, names: tuple[str, ...]) -> dict[str, float]:
     """Some unlabelled ``turnstream_*`` samples of the actor's ``/metrics``."""
-    with urllib.request.urlopen(  # noqa: S310 - loopback URL we built
+    with urllib.request.urlopen(
         f"http://127.0.0.1:{port}/metrics", timeout=5
     ) as answer:
         text = answer.read().decode()
