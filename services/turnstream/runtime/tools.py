@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,9 +51,11 @@ from turnstream.runtime.ports import (
     Tool,
     ToolContext,
 )
+from turnstream.runtime.user_code import log_user_error
 
 __all__ = ["preview", "run_batch", "shape_result", "summarize"]
 
+_log = logging.getLogger(__name__)
 _ZERO_ID = ToolExecutionId(UUID(int=0))
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_SUMMARY = 1024
@@ -289,7 +292,11 @@ async def _resolve_access(
         try:
             async with asyncio.timeout(spec.config.tool_timeout):
                 effect = await spec.access_policy.decide(request)
-        except Exception:  # noqa: BLE001 - fail closed: an unanswerable policy denies
+        except TimeoutError:
+            _log.warning("access policy timed out", extra={"tool": state.call.name})
+            effect, reason = "deny", "access_error"
+        except Exception as exc:  # noqa: BLE001 - fail closed: an unanswerable policy denies
+            log_user_error(_log, "access policy raised", exc, tool=state.call.name)
             effect, reason = "deny", "access_error"
         ask = effect == "ask"
     if ask:
@@ -355,6 +362,7 @@ async def _execute(
     except TimeoutError:
         state.fail("error: tool timed out")
     except Exception as exc:  # noqa: BLE001 - a tool failure is a result, not a turn failure
+        log_user_error(_log, "tool raised", exc, tool=state.call.name)
         detail = str(exc) or type(exc).__name__
         state.fail(f"error: {_clip_bytes(detail, _MAX_ERROR_TEXT)}")
     else:
