@@ -298,7 +298,11 @@ class _Marking(Models):
             commit_timeout=45.0,
             agent_name="it",
         )
-        return LoopSetup(config=config, model=self.by_loop.get(loop_id, self.default))
+        return LoopSetup(
+            config=config,
+            model=self.by_loop.get(loop_id, self.default),
+            access_policy=self.access_for(loop_id),
+        )
 
 
 def _marking(loop_id: UUID, turns: int) -> _Marking:

@@ -70,7 +70,11 @@ class _Gated(Models):
             agent_name="it",
             inbox_capacity=1,
         )
-        return LoopSetup(config=config, model=self.by_loop.get(loop_id, self.default))
+        return LoopSetup(
+            config=config,
+            model=self.by_loop.get(loop_id, self.default),
+            access_policy=self.access_for(loop_id),
+        )
 
     async def wait_started(self, count: int) -> None:
         await assert_eventually(
