@@ -102,14 +102,17 @@ async def test_broker_restart_mid_turn_loses_nothing(
         per_loop = check_journal(entries, submitted)
         names = [e.type_name for e in per_loop[loop_id]]
         # The interrupted broker did not cost the turn anything: every step of
-        # "add 1..6" (five tool steps and the answer) is there, then TurnDone.
+        # "add 1..6" (five tool steps, each call approved first, and the answer)
+        # is there, then TurnDone.
         assert names == [
             "LoopStarted",
             "TurnStarted",
-            *["StepDone"] * 6,
+            *["PermissionDecided", "StepDone"] * 5,
+            "StepDone",
             "TurnDone",
             "LoopIdle",
             "TurnStarted",
+            "PermissionDecided",
             "StepDone",
             "StepDone",
             "TurnDone",
