@@ -320,7 +320,7 @@ class SessionError(TurnstreamError):
 
     ``reason`` is one of ``"loop_not_found"``, ``"loop_exited"``,
     ``"session_closing"``, ``"context_done"``, ``"not_connected"``,
-    ``"gate_not_found"``, ``"gate_action_invalid"``.
+    ``"gate_not_found"``, ``"gate_closed"``, ``"gate_action_invalid"``.
     """
 
     kind = "session"
