@@ -38,16 +38,19 @@ from turnstream.errors import ProviderError
 from turnstream.events import (
     InputCancelled,
     PermissionDecided,
+    RejectReason,
     StepDone,
     ToolCallCompleted,
     TurnDone,
     TurnFailed,
     TurnFoldedInto,
+    TurnRejected,
     TurnStarted,
 )
 from turnstream.ids import LoopId
 from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.client.session import KafkaSession
+from turnstream.kafka.client.turns import TurnStatus
 from turnstream.loop_actor.tools import tool_set
 from turnstream.runtime.model_client import StreamEnd
 from turnstream.runtime.ports import AccessPolicy
@@ -266,6 +269,32 @@ async def test_access_holes_are_closed_on_the_kafka_path(
     step = next(e for e in journal if isinstance(e, StepDone))
     assert step.messages[1].blocks[0].text == result  # type: ignore[union-attr]
     assert len(runs) == ran_before  # the tool never ran
+
+
+async def test_a_model_refused_first_input_binds_no_loop(lane: Lane) -> None:
+    """A new loop's first input naming a model outside the agent's list is
+    ``TurnRejected{model_not_allowed}`` and nothing else: no ``LoopStarted``
+    binds the loop; the next input starts it.
+    """
+    loop_id = new_loop(lane, ScriptedModel([text_step("hi")]))
+    refused = await lane.session.submit_and_wait(
+        "hi", loop_id=loop_id, model="not-allowed", timeout=60
+    )
+    assert isinstance(refused.answer, TurnRejected)
+    assert refused.answer.reason is RejectReason.MODEL_NOT_ALLOWED
+    assert [e.type_name for e in await lane.session.replay(loop_id)] == ["TurnRejected"]
+
+    done = await lane.session.submit_and_wait("hi", loop_id=loop_id, timeout=60)
+
+    assert done.status is TurnStatus.DONE
+    assert [e.type_name for e in await lane.session.replay(loop_id)] == [
+        "TurnRejected",
+        "LoopStarted",
+        "TurnStarted",
+        "StepDone",
+        "TurnDone",
+        "LoopIdle",
+    ]
 
 
 async def test_sequence_e1_two_inputs_queued_behind_a_text_turn(lane: Lane) -> None:
