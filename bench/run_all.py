@@ -9,10 +9,10 @@ length (with and without the state snapshot), state at scale (bytes per turn as 
 conversation grows, a takeover's ready time and memory by idle loops, memory after
 many loops used once), scale-out (1 vs 2 loop-actor processes), the memory of
 idle loops and, when the peer frameworks are installed (``pip install -e
-'.[peers]'`` into ``.venv-peers``, see ``make bench-peers``), the peer comparison of ``bench/peers/``. Writes
-``bench/results/latest.json`` (every number, plus the machine and its load at
-start and end) and ``bench/results/latest.md`` (the tables), and prints the
-tables.
+'.[peers]'`` into ``.venv-peers``, see ``make bench-peers``), the peer
+comparison of ``bench/peers/``. Writes ``bench/results/latest.json`` (every
+number, plus the machine and its load at start and end) and
+``bench/results/latest.md`` (the tables), and prints the tables.
 
 Each benchmark creates its own uniquely prefixed topics and consumer groups,
 deletes them afterwards and stops every process it started; a benchmark that

@@ -38,6 +38,7 @@ from typing import Any
 from turnstream.content import AIMessage, TextBlock, TextChunk, UserMessage, text_of
 from turnstream.errors import (
     CommandNotConfirmedError,
+    CommandTooLargeError,
     ConfigError,
     DecodeError,
     SessionError,
@@ -81,6 +82,7 @@ __all__ = [
     "Codec",
     "CommandId",
     "CommandNotConfirmedError",
+    "CommandTooLargeError",
     "ConfigError",
     "DecodeError",
     "EnduringEvent",

@@ -21,6 +21,7 @@
     │   ├── UsageOverflowError
     │   └── RestoredError                a TurnFailed error read back from the journal
     ├── SessionError                     a Session API call could not be carried out
+    ├── CommandTooLargeError             a command over the commands topic's limit
     ├── SubscriptionLossError            a subscriber fell behind on enduring events
     └── TransportError                   a broker/network failure (keeps ``retriable``)
         └── CommandNotConfirmedError     a command's send was not acknowledged in time
@@ -36,6 +37,7 @@ from typing import ClassVar
 
 __all__ = [
     "CommandNotConfirmedError",
+    "CommandTooLargeError",
     "ConfigError",
     "ContractError",
     "DecodeError",
@@ -318,7 +320,7 @@ class SessionError(TurnstreamError):
 
     ``reason`` is one of ``"loop_not_found"``, ``"loop_exited"``,
     ``"session_closing"``, ``"context_done"``, ``"not_connected"``,
-    ``"gate_not_found"``, ``"gate_action_invalid"``.
+    ``"gate_not_found"``, ``"gate_closed"``, ``"gate_action_invalid"``.
     """
 
     kind = "session"
@@ -328,6 +330,38 @@ class SessionError(TurnstreamError):
         self.detail = detail
         suffix = f": {detail}" if detail else ""
         super().__init__(f"session error {reason}{suffix}")
+
+
+class CommandTooLargeError(TurnstreamError):
+    """A command is larger than the commands topic accepts: it was not sent.
+
+    Checked by the client before sending (and mapped from the broker's refusal
+    if a topic's limit is lower still). Sending it again cannot succeed: send
+    less input.
+
+    Attributes:
+        command_id: the command's id.
+        loop_id: the loop it was addressed to.
+        size: the record's size in bytes (value, key, headers and overhead).
+        limit: the largest record the commands topic takes, in bytes
+            (``None``: the broker refused it, under a limit this client was
+            not told).
+    """
+
+    kind = "command_too_large"
+
+    def __init__(
+        self, command_id: object, loop_id: object, *, size: int, limit: int | None
+    ) -> None:
+        self.command_id = command_id
+        self.loop_id = loop_id
+        self.size = size
+        self.limit = limit
+        bound = "" if limit is None else f" of {limit} bytes"
+        super().__init__(
+            f"command {command_id} is {size} bytes, over the commands topic's "
+            f"limit{bound} (max.message.bytes); it was not sent -- send less input"
+        )
 
 
 class SubscriptionLossError(TurnstreamError):

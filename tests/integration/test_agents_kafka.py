@@ -270,6 +270,24 @@ async def test_example_agents_policy_models_and_shutdown(kafka_bootstrap: str) -
             assert refused.status is TurnStatus.REJECTED
             assert isinstance(refused.answer, TurnRejected)
             assert refused.answer.reason is RejectReason.MODEL_NOT_ALLOWED
+            # ... and on a new loop that refusal binds nothing: another agent may.
+            fresh = LoopId(uuid4())
+            refused = await session.submit_and_wait(
+                "add 1 1", loop_id=fresh, agent="support", model="gpt-9", timeout=WAIT
+            )
+            assert isinstance(refused.answer, TurnRejected)
+            assert refused.answer.reason is RejectReason.MODEL_NOT_ALLOWED
+            assert [e.type_name for e in await session.replay(fresh)] == [
+                "TurnRejected"
+            ]
+            other = await session.submit_and_wait(
+                "count these words", loop_id=fresh, agent="auditor", timeout=WAIT
+            )
+            assert other.status is TurnStatus.DONE
+            journal = await session.replay(fresh)
+            assert [s.header.agent_name for s in of(journal, LoopStarted)] == [
+                "auditor"
+            ]
 
             # agents: another than the loop's, and one nobody hosts.
             wrong = await session.submit_and_wait(

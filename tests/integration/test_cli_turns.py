@@ -8,6 +8,7 @@ actor and the clients run as real processes (`python -m turnstream.cli.main
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -37,6 +38,7 @@ from turnstream.kafka.connection import KafkaConnection
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
+EXAMPLE_DIR = PROJECT_DIR / "examples" / "agents"
 CLI = [sys.executable, "-m", "turnstream.cli.main"]
 WAIT = 60.0
 
@@ -115,25 +117,28 @@ async def topic_prefix(kafka_bootstrap: str) -> AsyncIterator[str]:
         await delete_topic_set(kafka_bootstrap, prefix)
 
 
-@pytest.fixture
-async def actor(kafka_bootstrap: str, topic_prefix: str) -> AsyncIterator[Actor]:
-    """`turnstream actor run` on the test's topic set, stopped with SIGTERM."""
+@contextlib.asynccontextmanager
+async def actor_run(
+    bootstrap: str, prefix: str, *extra: str, cwd: Path = PROJECT_DIR
+) -> AsyncIterator[Actor]:
+    """`turnstream actor run` on a topic set, stopped with SIGTERM."""
     port = free_port()
-    env = cli_env(kafka_bootstrap, topic_prefix)
+    env = cli_env(bootstrap, prefix)
     process = await asyncio.create_subprocess_exec(
         *CLI,
         "actor",
         "run",
         "--group",
-        f"{topic_prefix}actors",
+        f"{prefix}actors",
         "--metrics-port",
         str(port),
         "--chunk-delay",
         "0.05",
         "--log-format",
         "json",
+        *extra,
         env=env,
-        cwd=PROJECT_DIR,
+        cwd=cwd,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -144,6 +149,28 @@ async def actor(kafka_bootstrap: str, topic_prefix: str) -> AsyncIterator[Actor]
             process.send_signal(signal.SIGTERM)
         async with asyncio.timeout(WAIT):
             await process.wait()
+
+
+@pytest.fixture
+async def actor(kafka_bootstrap: str, topic_prefix: str) -> AsyncIterator[Actor]:
+    """`turnstream actor run` (the built-in agent) on the test's topic set."""
+    async with actor_run(kafka_bootstrap, topic_prefix) as running:
+        yield running
+
+
+@pytest.fixture
+async def support_actor(
+    kafka_bootstrap: str, topic_prefix: str
+) -> AsyncIterator[Actor]:
+    """`actor run --agent acme.agents:support`: it asks before ``word_count``."""
+    async with actor_run(
+        kafka_bootstrap,
+        topic_prefix,
+        "--agent",
+        "acme.agents:support",
+        cwd=EXAMPLE_DIR,
+    ) as running:
+        yield running
 
 
 async def wait_ready(actor: Actor) -> None:
@@ -219,14 +246,22 @@ async def test_actor_run_chat_tail_and_metrics(actor: Actor) -> None:
     assert all("What is 12" not in json.dumps(r) for r in records)
 
 
-async def test_chat_ctrl_c_interrupts_the_turn_and_exits_130(actor: Actor) -> None:
-    """SIGINT while tokens stream: an Interrupt is sent, TurnInterrupted, exit 130."""
+async def test_chat_ctrl_c_interrupts_the_turn_and_exits_130(
+    support_actor: Actor,
+) -> None:
+    """SIGINT during a turn: an Interrupt is sent, TurnInterrupted, exit 130.
+
+    The turn is held, not raced: the agent asks before ``word_count``, so the
+    turn waits on its approval gate (nobody answers) until the SIGINT lands.
+    """
+    actor = support_actor
     await wait_ready(actor)
-    words = " ".join(f"word{i}" for i in range(200))
     process = await asyncio.create_subprocess_exec(
         *CLI,
         "chat",
-        f"Count these words: {words}",
+        "count these four words",
+        "--agent",
+        "support",
         env=actor.env,
         cwd=PROJECT_DIR,
         stdout=asyncio.subprocess.PIPE,
@@ -235,7 +270,7 @@ async def test_chat_ctrl_c_interrupts_the_turn_and_exits_130(actor: Actor) -> No
     assert process.stdout is not None
     seen = b""
     async with asyncio.timeout(WAIT):
-        while b"TokenDelta" not in seen:
+        while b"PermissionRequested" not in seen:
             chunk = await process.stdout.read(256)
             assert chunk, f"chat ended early: {seen.decode()}"
             seen += chunk
@@ -245,6 +280,7 @@ async def test_chat_ctrl_c_interrupts_the_turn_and_exits_130(actor: Actor) -> No
     output = (seen + rest).decode()
     assert process.returncode == 130, f"{output}\n{err.decode()}"
     assert re.search(r"^TurnInterrupted ", output, re.M), output
+    assert "ToolCallCompleted" not in output  # the gated call never ran
 
 
 def test_chat_on_missing_topics_names_the_fix(

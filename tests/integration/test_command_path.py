@@ -47,7 +47,7 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
 )
 
 from turnstream.commands import Interrupt, SubmitInput
-from turnstream.content import TextBlock, UserMessage
+from turnstream.content import TextBlock, TextChunk, UserMessage
 from turnstream.events import Agency, LoopStarted
 from turnstream.ids import LoopId
 from turnstream.kafka.actor.metrics import ServiceMetrics
@@ -65,7 +65,14 @@ from turnstream.kafka.topology import TopicNames
 from turnstream.models import DemoModel
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.session import LoopSetup
-from turnstream.testing import FunctionTool, ScriptedModel, call, text_step, tool_step
+from turnstream.testing import (
+    FunctionTool,
+    Hang,
+    ScriptedModel,
+    call,
+    text_step,
+    tool_step,
+)
 from turnstream.wire import default_codec
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]
@@ -201,8 +208,13 @@ async def _dead_letters(bootstrap: str, topic: str, expected: int) -> list[objec
 
 
 def _slow_models() -> Models:
-    """Turns that stream for about a second (an interrupt lands mid-stream)."""
-    return Models(default=DemoModel(chunk_delay=0.05), tools=())
+    """Turns that stream a chunk, then wait until interrupted.
+
+    The turn is held, not raced: only the interrupt can end it, however late
+    a busy machine delivers it.
+    """
+    held = ScriptedModel(then=[TextChunk(text="so far "), Hang()])
+    return Models(default=held, tools=())
 
 
 # --------------------------------------------------------------------------
@@ -298,7 +310,11 @@ class _Marking(Models):
             commit_timeout=45.0,
             agent_name="it",
         )
-        return LoopSetup(config=config, model=self.by_loop.get(loop_id, self.default))
+        return LoopSetup(
+            config=config,
+            model=self.by_loop.get(loop_id, self.default),
+            access_policy=self.access_for(loop_id),
+        )
 
 
 def _marking(loop_id: UUID, turns: int) -> _Marking:

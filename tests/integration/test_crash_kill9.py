@@ -1,12 +1,15 @@
 """kill -9 of a loop-actor process mid-turn, while a second one runs.
 
 Two ``python -m turnstream.loop_actor`` processes share a consumer group (demo model
-slowed down with ``--chunk-delay``, 6 s session timeout). One is killed with SIGKILL
-in the middle of a turn that has inputs queued behind it. The survivor must take the
-partition over, restore (closing the crashed turn with ``TurnInterrupted``), run the
-queued inputs, and the journal read back ``read_committed`` must show: no duplicate
-event id, exactly one terminal per ``TurnStarted``, contiguous turn indexes per loop,
-and every submitted command answered exactly once.
+slowed down with ``--chunk-delay``, 6 s session timeout), hosting the example agent
+``support`` (it asks before ``word_count``). One is killed with SIGKILL in the
+middle of a turn that has inputs queued behind it: the turn is held on its approval
+gate (nobody answers), so the kill always lands mid-turn, however busy the machine.
+The survivor must take the partition over, restore (closing the crashed turn with
+``TurnInterrupted``), run the queued inputs, and the journal read back
+``read_committed`` must show: no duplicate event id, exactly one terminal per
+``TurnStarted``, contiguous turn indexes per loop, and every submitted command
+answered exactly once.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pytest
 from tests.support.eventually import assert_eventually
 from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     ANSWERS,
+    PROJECT_DIR,
     apply_topic_set,
     check_journal,
     collect_garbage,
@@ -43,6 +47,8 @@ from turnstream.ids import LoopId
 from turnstream.kafka.client.session import KafkaSession
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+EXAMPLE_DIR = PROJECT_DIR / "examples" / "agents"
 
 _READY = re.compile(r"partitions ready: \[([0-9,]*)\]")
 
@@ -68,6 +74,7 @@ class ActorProcess:
 
 
 async def _spawn(name: str, bootstrap: str, prefix: str) -> ActorProcess:
+    """A loop-actor process hosting ``acme.agents:support`` (from examples/agents)."""
     argv = [
         sys.executable,
         "-m",
@@ -88,9 +95,12 @@ async def _spawn(name: str, bootstrap: str, prefix: str) -> ActorProcess:
         "6000",
         "--commit-deadline",
         "20",
+        "--agent",
+        "acme.agents:support",
     ]
     process = await asyncio.create_subprocess_exec(
         *argv,
+        cwd=EXAMPLE_DIR,  # the agent's package is imported from there
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
@@ -160,17 +170,20 @@ async def test_kill_nine_mid_turn_loses_nothing(kafka_bootstrap: str) -> None:
             other_loop = _loop_on(session, next(iter(second.partitions)))
 
             watch = session.subscribe_events(loop_filter(victim_loop))
-            submitted.append(await session.submit("add 1 2 3 4 5", loop_id=victim_loop))
+            # word_count needs approval: the turn waits on its gate until killed.
+            submitted.append(
+                await session.submit("count these four words", loop_id=victim_loop)
+            )
             # Queued behind the running turn, never folded into it: unanswered
             # when the owner dies, so the survivor must read and run them.
-            for text in ("add 10 20", "count these four words"):
+            for text in ("add 10 20", "add 1 2 3"):
                 submitted.append(
                     await session.submit(text, loop_id=victim_loop, no_fold=True)
                 )
             submitted.append(await session.submit("add 4 5", loop_id=other_loop))
             submitted.append(await session.submit("add 6 7 8", loop_id=other_loop))
-            # Mid-turn: the first turn has committed a step and streams the next.
-            await collect_until(watch, count_type("StepDone"), timeout=30)
+            # Mid-turn, held: the first turn waits on its approval gate.
+            await collect_until(watch, count_type("GateOpened"), timeout=30)
             first.process.kill()  # SIGKILL: no handover, nothing flushed
             await first.process.wait()
 

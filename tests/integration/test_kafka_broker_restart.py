@@ -2,7 +2,8 @@
 
 The test runs its own broker (``turnstream.devbroker`` on free ports with its own data
 directory), so stopping it never disturbs the shared broker other tests use. While a
-slow turn streams, the broker is stopped and started again; the partition writer
+turn is held between two tool steps, the broker is stopped; the held step then runs
+and the broker is started again; the partition writer
 retries its transaction with backoff until the broker answers, and the journal read
 back afterwards holds every committed step, one terminal per turn and an answer for
 every input.
@@ -40,6 +41,7 @@ from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.writer import WriterSettings
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.models import DemoModel
+from turnstream.testing import Pause, ScriptedModel, call, text_step, tool_step
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -55,10 +57,29 @@ def restart_lane(own_broker: DevBroker) -> tuple[DevBroker, str]:
 async def test_broker_restart_mid_turn_loses_nothing(
     restart_lane: tuple[DevBroker, str],
 ) -> None:
+    """The broker stops between two tool steps of a turn; the next step's commits
+    wait across the outage and nothing is lost.
+
+    The turn is held, not raced: its second step waits on a pause until the
+    broker is down, then runs, so its commits always fall in the outage.
+    """
     broker, prefix = restart_lane
     bootstrap = broker.settings.bootstrap
     topics = await apply_topic_set(bootstrap, prefix, partitions=1)
-    models = Models(default=DemoModel(chunk_delay=0.05))
+    loop_id = LoopId(uuid4())
+    pause = Pause()
+    add = '{"a": 1, "b": 2}'
+    second_step = tool_step(call("add", add, id="u2"))
+    model = ScriptedModel(
+        [
+            tool_step(call("add", add, id="u1")),
+            [pause, *second_step],
+            text_step("The total is 6."),
+            tool_step(call("add", '{"a": 7, "b": 8}', id="u3")),
+            text_step("The total is 15."),
+        ]
+    )
+    models = Models(by_loop={loop_id: model})
     metrics = ServiceMetrics()
     service = service_for(
         bootstrap,
@@ -68,16 +89,17 @@ async def test_broker_restart_mid_turn_loses_nothing(
         metrics=metrics,
         writer=WriterSettings(commit_deadline=40.0, offset_flush_interval=0.2),
     )
-    loop_id = LoopId(uuid4())
     submitted: list[UUID] = []
     session = await connect(bootstrap, topics)
     try:
         async with running(service):
             watch = session.subscribe_events(loop_filter(loop_id))
-            submitted.append(await session.submit("add 1 2 3 4 5 6", loop_id=loop_id))
+            submitted.append(await session.submit("add 1 2 3", loop_id=loop_id))
             await collect_until(watch, count_type("StepDone"), timeout=30)
+            await pause.wait_reached(within=30)
 
-            await asyncio.to_thread(broker.down)  # mid-turn: steps keep coming
+            await asyncio.to_thread(broker.down)  # mid-turn: the step goes on
+            pause.release()
             # The outage lasts at least as long as the slow-commit bucket below,
             # however fast the broker stops and starts on this machine.
             await asyncio.sleep(_OUTAGE_S)
@@ -101,15 +123,17 @@ async def test_broker_restart_mid_turn_loses_nothing(
         entries = await read_all(bootstrap, topics, 1)
         per_loop = check_journal(entries, submitted)
         names = [e.type_name for e in per_loop[loop_id]]
-        # The interrupted broker did not cost the turn anything: every step of
-        # "add 1..6" (five tool steps and the answer) is there, then TurnDone.
+        # The interrupted broker did not cost the turn anything: both tool steps
+        # (each call approved first) and the answer are there, then TurnDone.
         assert names == [
             "LoopStarted",
             "TurnStarted",
-            *["StepDone"] * 6,
+            *["PermissionDecided", "StepDone"] * 2,
+            "StepDone",
             "TurnDone",
             "LoopIdle",
             "TurnStarted",
+            "PermissionDecided",
             "StepDone",
             "StepDone",
             "TurnDone",

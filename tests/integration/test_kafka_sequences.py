@@ -37,22 +37,29 @@ from turnstream.content import TextChunk, UserMessage
 from turnstream.errors import ProviderError
 from turnstream.events import (
     InputCancelled,
+    PermissionDecided,
+    RejectReason,
     StepDone,
+    ToolCallCompleted,
     TurnDone,
     TurnFailed,
     TurnFoldedInto,
+    TurnRejected,
     TurnStarted,
 )
 from turnstream.ids import LoopId
 from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.client.session import KafkaSession
+from turnstream.kafka.client.turns import TurnStatus
 from turnstream.loop_actor.tools import tool_set
 from turnstream.runtime.model_client import StreamEnd
+from turnstream.runtime.ports import AccessPolicy
 from turnstream.testing import (
     FunctionTool,
     Hang,
     Pause,
     ScriptedModel,
+    StaticAccessPolicy,
     call,
     failing_step,
     text_step,
@@ -74,7 +81,8 @@ async def lane(kafka_bootstrap: str) -> AsyncIterator[Lane]:
     prefix = unique_prefix("sequences")
     topics = await apply_topic_set(kafka_bootstrap, prefix, partitions=2)
     lookup = FunctionTool("lookup", lambda _input, _ctx: "42")
-    models = Models(tools=(*tool_set("demo"), lookup))
+    remove = FunctionTool("remove", lambda _input, _ctx: "removed", approval=True)
+    models = Models(tools=(*tool_set("demo"), lookup, remove))
     service = service_for(
         kafka_bootstrap, topics, group_id=f"{prefix}actors", models=models
     )
@@ -134,7 +142,9 @@ async def test_sequence_b_two_tool_steps_then_text(lane: Lane) -> None:
     expected = [
         "LoopStarted",
         "TurnStarted",
+        "PermissionDecided",
         "StepDone",
+        "PermissionDecided",
         "StepDone",
         "StepDone",
         "TurnDone",
@@ -187,7 +197,14 @@ async def test_sequence_d_failed_turn_after_one_committed_step(lane: Lane) -> No
 
     live = await collect_until(subscription, count_type("LoopIdle"))
 
-    expected = ["LoopStarted", "TurnStarted", "StepDone", "TurnFailed", "LoopIdle"]
+    expected = [
+        "LoopStarted",
+        "TurnStarted",
+        "PermissionDecided",
+        "StepDone",
+        "TurnFailed",
+        "LoopIdle",
+    ]
     assert enduring_types(live) == expected
     failed = next(e for e in live if isinstance(e, TurnFailed))
     assert failed.error.kind.value == "provider"
@@ -195,6 +212,89 @@ async def test_sequence_d_failed_turn_after_one_committed_step(lane: Lane) -> No
     assert [e.type_name for e in journal] == expected
     step = next(e for e in journal if isinstance(e, StepDone))
     assert [m.role for m in step.messages] == ["assistant", "tool"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "policy", "reason", "result"),
+    [
+        pytest.param(
+            "lookup",
+            None,
+            "access_gate_missing",
+            "error: permission denied [unavailable]: no access policy",
+            id="no-policy",
+        ),
+        pytest.param(
+            "remove",
+            StaticAccessPolicy(per_tool={"remove": "deny"}),
+            "access_denied",
+            "error: permission denied [not authorized]: denied by policy",
+            id="policy-denies-an-approval-tool",
+        ),
+    ],
+)
+async def test_access_holes_are_closed_on_the_kafka_path(
+    lane: Lane, tool: str, policy: AccessPolicy | None, reason: str, result: str
+) -> None:
+    """Contract §6.1/§6.2: a ``LoopSetup`` without a policy denies every call,
+    and a policy's deny is final even for a tool that asks for approval: one
+    durable ``PermissionDecided{deny}``, no gate, the tool never runs.
+    """
+    model = ScriptedModel([tool_step(call(tool, "{}", id="u1")), text_step("ok")])
+    runs = {t.spec.name: t for t in lane.models.tools}[tool].calls  # type: ignore[attr-defined]
+    ran_before = len(runs)
+    loop_id = new_loop(lane, model)
+    lane.models.policy_by_loop[loop_id] = policy
+    subscription = lane.session.subscribe_events(loop_filter(loop_id))
+    await lane.session.submit("go", loop_id=loop_id)
+
+    live = await collect_until(subscription, count_type("LoopIdle"))
+
+    expected = [
+        "LoopStarted",
+        "TurnStarted",
+        "PermissionDecided",
+        "StepDone",
+        "StepDone",
+        "TurnDone",
+        "LoopIdle",
+    ]
+    assert enduring_types(live) == expected
+    decided = next(e for e in live if isinstance(e, PermissionDecided))
+    assert (decided.effect, decided.reason, decided.subject) == ("deny", reason, tool)
+    completed = [e for e in live if isinstance(e, ToolCallCompleted)]
+    assert [(c.is_error, c.result_preview) for c in completed] == [(True, result)]
+    journal = await lane.session.replay(loop_id)
+    assert [e.type_name for e in journal] == expected
+    step = next(e for e in journal if isinstance(e, StepDone))
+    assert step.messages[1].blocks[0].text == result  # type: ignore[union-attr]
+    assert len(runs) == ran_before  # the tool never ran
+
+
+async def test_a_model_refused_first_input_binds_no_loop(lane: Lane) -> None:
+    """A new loop's first input naming a model outside the agent's list is
+    ``TurnRejected{model_not_allowed}`` and nothing else: no ``LoopStarted``
+    binds the loop; the next input starts it.
+    """
+    loop_id = new_loop(lane, ScriptedModel([text_step("hi")]))
+    refused = await lane.session.submit_and_wait(
+        "hi", loop_id=loop_id, model="not-allowed", timeout=60
+    )
+    assert isinstance(refused.answer, TurnRejected)
+    assert refused.answer.reason is RejectReason.MODEL_NOT_ALLOWED
+    assert [e.type_name for e in await lane.session.replay(loop_id)] == ["TurnRejected"]
+
+    done = await lane.session.submit_and_wait("hi", loop_id=loop_id, timeout=60)
+
+    assert done.status is TurnStatus.DONE
+    assert [e.type_name for e in await lane.session.replay(loop_id)] == [
+        "TurnRejected",
+        "LoopStarted",
+        "TurnStarted",
+        "StepDone",
+        "TurnDone",
+        "LoopIdle",
+    ]
 
 
 async def test_sequence_e1_two_inputs_queued_behind_a_text_turn(lane: Lane) -> None:
@@ -247,6 +347,7 @@ async def test_sequence_e2_inputs_fold_into_a_tool_turn(lane: Lane) -> None:
     live = await collect_until(subscription, count_type("LoopIdle"))
 
     expected = [
+        "PermissionDecided",
         "StepDone",
         "TurnFoldedInto",
         "TurnFoldedInto",

@@ -3,7 +3,8 @@
 Each durable commit of a turn is one transaction and costs a broker round trip
 (~10 ms here), so the count per turn is the turn's latency floor. A turn
 commits what the contract lets it commit together: ``TurnStarted`` alone (it
-must be durable before history changes), then each tool step's ``StepDone``
+must be durable before history changes), then each decided call's
+``PermissionDecided`` and each tool step's ``StepDone``
 (durable before the next request sees its results), then the final
 ``StepDone`` with the terminal and ``LoopIdle`` in one transaction; an input
 queued behind the turn starts in that transaction instead of the ``LoopIdle``
@@ -120,7 +121,9 @@ async def test_text_turn_commits_two_transactions(lane: Lane) -> None:
 async def test_tool_turn_commits_one_more_transaction_per_tool_step(
     lane: Lane,
 ) -> None:
-    """TurnStarted; the tool step's StepDone; the final StepDone with the terminal."""
+    """TurnStarted; per call its PermissionDecided (the harness's policy approves
+    each), then the tool step's StepDone; the final StepDone with the terminal.
+    """
     loop_id = LoopId(uuid4())
     lane.models.by_loop[loop_id] = ScriptedModel(
         [
@@ -134,17 +137,26 @@ async def test_tool_turn_commits_one_more_transaction_per_tool_step(
     )
     await turn_transactions(lane, loop_id, "warm up")
     one, events = await turn_transactions(lane, loop_id, "look it up")
-    assert events == ["TurnStarted", "StepDone", "StepDone", "TurnDone", "LoopIdle"]
-    two, events = await turn_transactions(lane, loop_id, "look it up twice")
     assert events == [
         "TurnStarted",
-        "StepDone",
+        "PermissionDecided",
         "StepDone",
         "StepDone",
         "TurnDone",
         "LoopIdle",
     ]
-    assert (one, two) == (3, 4)
+    two, events = await turn_transactions(lane, loop_id, "look it up twice")
+    assert events == [
+        "TurnStarted",
+        "PermissionDecided",
+        "StepDone",
+        "PermissionDecided",
+        "StepDone",
+        "StepDone",
+        "TurnDone",
+        "LoopIdle",
+    ]
+    assert (one, two) == (4, 6)
 
 
 async def test_queued_turns_start_in_the_previous_turns_end_transaction(

@@ -96,7 +96,12 @@ async def test_sequence_f_restore_closes_the_crashed_turn(
             )
         assert first_owner.metrics.fenced >= 1  # its handover could write nothing
         crashed = [e.type_name for e in await session.replay(loop_id)]
-        assert crashed == ["LoopStarted", "TurnStarted", "StepDone"]
+        assert crashed == [
+            "LoopStarted",
+            "TurnStarted",
+            "PermissionDecided",
+            "StepDone",
+        ]
 
         after = Models(tools=(_lookup(),))
         model = ScriptedModel([text_step("back again")])
@@ -115,6 +120,7 @@ async def test_sequence_f_restore_closes_the_crashed_turn(
         assert [e.type_name for e in journal] == [
             "LoopStarted",
             "TurnStarted",
+            "PermissionDecided",
             "StepDone",
             "TurnInterrupted",
             "TurnStarted",

@@ -21,8 +21,11 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     apply_topic_set,
     collect_garbage,
     collect_garbage_late,
+    collect_until,
     connect,
+    count_type,
     delete_topic_set,
+    loop_filter,
     running,
     service_for,
     unique_prefix,
@@ -70,7 +73,11 @@ class _Gated(Models):
             agent_name="it",
             inbox_capacity=1,
         )
-        return LoopSetup(config=config, model=self.by_loop.get(loop_id, self.default))
+        return LoopSetup(
+            config=config,
+            model=self.by_loop.get(loop_id, self.default),
+            access_policy=self.access_for(loop_id),
+        )
 
     async def wait_started(self, count: int) -> None:
         await assert_eventually(
@@ -164,6 +171,7 @@ async def test_submit_and_wait_interrupted_cancelled_and_queued_behind(
     session, models = lane
     loop = session.active_loop
     models.by_loop[loop] = ScriptedModel([tool_step(call("gate")), text_step("after")])
+    watch = session.subscribe_events(loop_filter(loop))
     running_turn = asyncio.create_task(session.submit_and_wait("go", timeout=WAIT))
     await models.wait_started(1)
     retracted = await session.submit_turn("never mind", no_fold=True)
@@ -174,7 +182,8 @@ async def test_submit_and_wait_interrupted_cancelled_and_queued_behind(
     behind = asyncio.create_task(
         session.submit_and_wait("behind", no_fold=True, timeout=WAIT)
     )
-    await asyncio.sleep(1.0)
+    # The turn is held by its gate tool; interrupt it once "behind" is queued.
+    await collect_until(watch, count_type("InputQueued", 2), timeout=WAIT)
     await session.interrupt(loop)
     outcome = await running_turn
     assert outcome.status is TurnStatus.INTERRUPTED

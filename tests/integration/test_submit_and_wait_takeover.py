@@ -1,11 +1,12 @@
 """``submit_and_wait`` across a kill -9 takeover of the loop's actor.
 
 Two ``python -m turnstream.loop_actor`` processes share a group (the demo model
-slowed down, 6 s session timeout; the harness of ``test_crash_kill9``). The owner
-of the loop is killed with SIGKILL while a followed turn streams and another input
-waits behind it. The survivor restores the loop: the followed turn's outcome is
-``INTERRUPTED`` (the restore's ``TurnInterrupted``), the queued input and one sent
-while nobody owned the partition end ``DONE``; no wait hangs.
+slowed down, 6 s session timeout, the example agent ``support``; the harness of
+``test_crash_kill9``). The owner of the loop is killed with SIGKILL while a followed
+turn waits on its approval gate (held, so the kill always lands mid-turn) and
+another input waits behind it. The survivor restores the loop: the followed turn's
+outcome is ``INTERRUPTED`` (the restore's ``TurnInterrupted``), the queued input and
+one sent while nobody owned the partition end ``DONE``; no wait hangs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     unique_prefix,
 )
 
-from turnstream.events import StepDone, TokenDelta, TurnInterrupted
+from turnstream.events import GateOpened, TokenDelta, TurnInterrupted
 from turnstream.kafka.client import TurnStatus
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -57,7 +58,9 @@ async def test_submit_and_wait_across_a_kill_nine_takeover(
             assert first.partitions is not None
             loop = _loop_on(session, next(iter(first.partitions)))
 
-            turn = await session.submit_turn("add 1 2 3 4 5", loop_id=loop, tokens=True)
+            turn = await session.submit_turn(
+                "count these four words", loop_id=loop, tokens=True
+            )
             behind = asyncio.create_task(
                 session.submit_and_wait(
                     "add 10 20", loop_id=loop, no_fold=True, timeout=WAIT
@@ -65,15 +68,15 @@ async def test_submit_and_wait_across_a_kill_nine_takeover(
             )
             streamed: list[str] = []
             async with asyncio.timeout(60):
-                async for event in turn:  # mid-turn: a step committed
+                async for event in turn:  # mid-turn, held on the approval gate
                     streamed.append(event.type_name)
-                    if isinstance(event, StepDone):
+                    if isinstance(event, GateOpened):
                         break
             first.process.kill()  # SIGKILL: no handover, nothing flushed
             await first.process.wait()
             during = asyncio.create_task(
                 session.submit_and_wait(
-                    "count these words", loop_id=loop, no_fold=True, timeout=WAIT
+                    "add 2 3", loop_id=loop, no_fold=True, timeout=WAIT
                 )
             )
 

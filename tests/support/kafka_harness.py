@@ -37,10 +37,11 @@ from turnstream.loop_actor.tools import tool_set
 from turnstream.models import DemoModel
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.model_client import ModelClient
-from turnstream.runtime.ports import Tool
+from turnstream.runtime.ports import AccessPolicy, Tool
 from turnstream.runtime.session import LoopSetup
 from turnstream.runtime.subscription import EventFilter, LoopScope, Subscription
 from turnstream.state import LoopState
+from turnstream.testing import StaticAccessPolicy
 from turnstream.wire import default_codec
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -106,11 +107,18 @@ def clients_for(bootstrap: str) -> KafkaClients:
 
 @dataclass
 class Models:
-    """Per-loop model clients for an in-process service (DemoModel by default)."""
+    """Per-loop model clients for an in-process service (DemoModel by default).
+
+    Every tool call is approved (each with its ``PermissionDecided``) unless
+    ``policy_by_loop`` gives a loop another policy, or ``None`` (none: every
+    call denied).
+    """
 
     default: ModelClient = field(default_factory=DemoModel)
     by_loop: dict[UUID, ModelClient] = field(default_factory=dict)
     tools: tuple[Tool, ...] = field(default_factory=lambda: tool_set("demo"))
+    policy: AccessPolicy = field(default_factory=StaticAccessPolicy)
+    policy_by_loop: dict[UUID, AccessPolicy | None] = field(default_factory=dict)
 
     def setup_for(self, loop_id: LoopId, _agent: str = "") -> LoopSetup:
         config = LoopConfig(
@@ -119,7 +127,15 @@ class Models:
             commit_timeout=45.0,
             agent_name="it",
         )
-        return LoopSetup(config=config, model=self.by_loop.get(loop_id, self.default))
+        return LoopSetup(
+            config=config,
+            model=self.by_loop.get(loop_id, self.default),
+            access_policy=self.access_for(loop_id),
+        )
+
+    def access_for(self, loop_id: LoopId) -> AccessPolicy | None:
+        """The access policy of ``loop_id``'s loop."""
+        return self.policy_by_loop.get(loop_id, self.policy)
 
 
 def service_for(

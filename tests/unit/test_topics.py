@@ -18,6 +18,7 @@ from turnstream.kafka import (
     resolve_bootstrap,
     resolve_topics,
 )
+from turnstream.kafka.topology import MAX_COMMAND_BYTES
 
 TOPICS_YAML = Path(__file__).resolve().parents[2] / "infra" / "topics.yaml"
 
@@ -304,3 +305,10 @@ def test_topics_every_answer_to_a_command_fits_its_topic() -> None:
         "turnstream.loops.v1",
     ):
         assert limits[name] >= commands + 64 * 1024, name
+
+
+def test_the_clients_command_limit_is_the_commands_topics() -> None:
+    """The client refuses a command by the commands topic's own max.message.bytes."""
+    spec = load_topic_set(TOPICS_YAML)
+    commands = next(t for t in spec.topics if t.name == "turnstream.commands.v1")
+    assert int(commands.config["max.message.bytes"]) == MAX_COMMAND_BYTES

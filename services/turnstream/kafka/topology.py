@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from aiokafka.errors import KafkaError
 
@@ -25,7 +26,24 @@ from turnstream.kafka.diagnose import principal
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import transport_error
 
-__all__ = ["TopicNames", "check_copartitioned", "partition_counts"]
+__all__ = [
+    "COMMAND_RECORD_OVERHEAD",
+    "MAX_COMMAND_BYTES",
+    "TopicNames",
+    "check_copartitioned",
+    "partition_counts",
+]
+
+MAX_COMMAND_BYTES: Final = 1_048_576
+"""The commands topic's ``max.message.bytes`` (infra/topics.yaml): 1 MiB.
+
+The largest record a client may send; an input near it is refused by the
+client before sending (:class:`~turnstream.errors.CommandTooLargeError`).
+"""
+
+COMMAND_RECORD_OVERHEAD: Final = 128
+"""Bytes a record batch of one record adds to its key, value and headers
+(a 61-byte batch header plus the record's varints), rounded up."""
 
 _UNKNOWN_TOPIC = 3
 _TOPIC_AUTHORIZATION_FAILED = 29

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import traceback
 from collections.abc import Callable
+from types import ModuleType
 
 from turnstream.errors import ConfigError
 from turnstream.loop_actor.settings import ActorSettings
@@ -36,12 +39,7 @@ def load_agent(path: str) -> Agent:
             or it is not an agent.
     """
     module_name, _, attribute = path.partition(":")
-    try:
-        module = importlib.import_module(module_name.strip())
-    except ImportError as exc:
-        raise ConfigError(
-            "agent", f"{path!r}: cannot import {module_name!r} ({exc.name or exc})"
-        ) from None
+    module = _import(path, module_name.strip())
     value: object = getattr(module, attribute.strip(), None)
     if value is None:
         raise ConfigError("agent", f"{path!r}: {module_name} has no {attribute!r}")
@@ -59,6 +57,36 @@ def load_agent(path: str) -> Agent:
             "agent", f"{path!r} is a {type(value).__name__}, not a turnstream Agent"
         )
     return value
+
+
+def _import(path: str, module_name: str) -> ModuleType:
+    """Import the agent's module; any failure is a usage error (exit 2).
+
+    The message names the exception's type and where it was raised, not its
+    text (the same rule as :mod:`turnstream.runtime.user_code`).
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ConfigError:
+        raise  # an Agent refused at construction already names its setting
+    except ImportError as exc:
+        missing = exc.name or type(exc).__name__
+        if exc.name is not None and not module_name.startswith(exc.name):
+            reason = f"importing {module_name!r} failed: no module {missing!r}"
+        else:
+            reason = (
+                f"cannot import {module_name!r} ({missing}); --agent imports "
+                f"from the current directory, {os.getcwd()}"
+            )
+        raise ConfigError("agent", f"{path!r}: {reason}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while loading
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        raise ConfigError(
+            "agent",
+            f"{path!r}: importing {module_name!r} raised "
+            f"{type(exc).__name__}{where} (try: python -c 'import {module_name}')",
+        ) from None
 
 
 def demo_agent(settings: ActorSettings) -> Agent:

@@ -136,15 +136,18 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """Render ``record`` as one human-readable line (plus a traceback)."""
-        fields = " ".join(
-            f"{key}={value}" for key, value in record_fields(record).items()
-        )
+        extras = record_fields(record)
+        # An ``exc`` field is a traceback already rendered (frames, no message).
+        rendered = extras.pop("exc", None)
+        fields = " ".join(f"{key}={value}" for key, value in extras.items())
         line = (
             f"{_timestamp(record)} {record.levelname:<7} {record.name}: "
             f"{record.getMessage()}"
         )
         if fields:
             line = f"{line} {fields}"
+        if rendered is not None:
+            line = f"{line}\n{rendered}"
         if record.exc_info and record.exc_info[0] is not None:
             line = f"{line}\n{self.formatException(record.exc_info)}"
         return line

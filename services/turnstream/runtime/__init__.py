@@ -16,6 +16,8 @@ Table of contents (one module per thing it owns):
   batch; ``handshake`` -- what a turn may ask of its actor; ``accumulate`` --
   chunks into one message; ``output_schema`` -- structured-output checks;
 - ``hooks`` -- Around/Guard hooks; ``stamping`` -- event headers and ids;
+  ``user_code`` -- interface checks of the user's clients and tools, and the
+  ERROR log (type and frames, never the message) of what they raise;
 - ``subscription`` -- ``EventFilter`` and the bounded ``Subscription``;
 - ``fold`` / ``restore`` -- journal to state, and restore;
 - ``session`` -- the ``Session`` protocol; ``local_session`` -- the embedded

@@ -46,6 +46,7 @@ from turnstream.runtime.ports import (
     Tool,
 )
 from turnstream.runtime.session import LoopSetup
+from turnstream.runtime.user_code import check_model_client
 
 __all__ = [
     "AccessRules",
@@ -188,6 +189,15 @@ class Agent:
             raise ConfigError("agent.name", "1-64 chars of [A-Za-z0-9_.-]")
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "models", tuple(self.models))
+        if self.client is not None:
+            check_model_client(self.client, "agent.client")
+        if self.access is not None and not callable(
+            getattr(self.access, "decide", None)
+        ):
+            raise ConfigError(
+                "agent.access",
+                f"access policy {type(self.access).__qualname__} has no 'decide'",
+            )
         self.loop_config()  # validates everything LoopConfig checks
 
     @property
@@ -235,8 +245,9 @@ class AgentHost:
         commit_timeout: seconds each journal commit may take.
 
     Raises:
-        ConfigError: no agent, a repeated name, or an agent that fails
-            validation (hooks, limits, schema).
+        ConfigError: no agent, a repeated name, an agent that fails
+            validation (hooks, limits, schema), or a client without
+            ``name`` or ``stream``.
     """
 
     def __init__(
@@ -253,10 +264,13 @@ class AgentHost:
             raise ConfigError("agents", "agent names must be unique")
         self.agents = tuple(agents)
         self._commit_timeout = commit_timeout
+        clients = {agent.name: client_for(agent) for agent in agents}
+        for name, client in clients.items():
+            check_model_client(client, f"agent {name}: model")
         self._setups = {
             agent.name: LoopSetup(
                 config=agent.loop_config(commit_timeout=commit_timeout),
-                model=client_for(agent),
+                model=clients[agent.name],
                 hooks=agent.hook_runner(),
                 access_policy=agent.access_policy(),
             )

@@ -16,6 +16,7 @@ from turnstream.errors import ConfigError
 from turnstream.runtime.model_client import ToolSpec
 from turnstream.runtime.output_schema import check_schema
 from turnstream.runtime.ports import Tool
+from turnstream.runtime.user_code import check_tool
 
 __all__ = [
     "DEFAULT_COMMIT_TIMEOUT",
@@ -137,6 +138,8 @@ class LoopConfig:
             _positive(name, getattr(self, name))
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ConfigError("max_tokens", "must be at least 1")
+        for index, tool in enumerate(self.tools):
+            check_tool(tool, f"tools[{index}]")
         names = [t.spec.name for t in self.tools]
         if len(set(names)) != len(names):
             raise ConfigError("tools", "tool names must be unique")

@@ -34,6 +34,7 @@ from uuid import UUID
 from turnstream.content import UserMessage
 from turnstream.errors import ConfigError
 from turnstream.runtime.model_client import ModelRequest
+from turnstream.runtime.user_code import log_user_error
 
 __all__ = [
     "Around",
@@ -222,8 +223,8 @@ class Started:
         for finisher in reversed(self._finishers):
             try:
                 finisher(result)
-            except Exception:  # noqa: BLE001 - observers fail open; the outcome stands
-                _log.warning("hook finish failed", extra={"op": self.call.operation})
+            except Exception as exc:  # noqa: BLE001 - observers fail open; the outcome stands
+                log_user_error(_log, "hook finish failed", exc, op=self.call.operation)
 
 
 class HookRunner:
@@ -250,8 +251,8 @@ class HookRunner:
                 continue
             try:
                 finisher = around.begin(call)
-            except Exception:  # noqa: BLE001 - observers fail open
-                _log.warning("hook begin failed", extra={"op": call.operation})
+            except Exception as exc:  # noqa: BLE001 - observers fail open
+                log_user_error(_log, "hook begin failed", exc, op=call.operation)
                 continue
             if finisher is not None:
                 started._finishers.append(finisher)
@@ -269,8 +270,11 @@ class HookRunner:
                 await guard.check(call)
         except Denial as denial:
             return Blocked(denied=True, reason=denial.reason)
-        except Exception:  # noqa: BLE001 - fail closed; the guard's text is never surfaced
-            _log.warning("hook guard failed", extra={"op": call.operation})
+        except TimeoutError:
+            _log.warning("hook guard timed out", extra={"op": call.operation})
+            return Blocked(denied=False)
+        except Exception as exc:  # noqa: BLE001 - fail closed; the guard's text is never surfaced
+            log_user_error(_log, "hook guard failed", exc, op=call.operation)
             return Blocked(denied=False)
         return None
 

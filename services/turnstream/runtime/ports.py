@@ -291,8 +291,11 @@ class AccessRequest:
 class AccessPolicy(Protocol):
     """Decides, without a prompt, whether a call may run.
 
-    With a policy configured, every call that does not need approval gets a
-    durable ``PermissionDecided``; ``"ask"`` opens a gate like an approval tool.
+    Every call is put to the policy first, and every call decided without a
+    prompt gets a durable ``PermissionDecided``. ``"deny"`` is final (no gate
+    opens, even for an approval tool); ``"ask"`` opens a gate, as does
+    ``"approve"`` of an approval tool that requires approval. Without a policy
+    (``None``) every call is denied.
     """
 
     async def decide(self, request: AccessRequest) -> AccessEffect:
@@ -302,6 +305,8 @@ class AccessPolicy(Protocol):
 
 class NoAccessPolicy:
     """No access policy configured: every call is denied (contract §6.1).
+
+    ``access_policy=None`` means the same.
 
     Each denial is a durable ``PermissionDecided{deny, access_gate_missing}``
     and the model sees ``permission denied [unavailable]``; approval tools are

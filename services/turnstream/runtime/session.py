@@ -99,8 +99,8 @@ class LoopSetup:
         config: the loop configuration.
         model: the model client.
         hooks: the compiled hooks (``None``: none).
-        access_policy: decides each tool call (``None``: no access check; an
-            :class:`~turnstream.runtime.agent.Agent` always sets one).
+        access_policy: decides each tool call (``None``: every call is
+            denied, ``PermissionDecided{deny, access_gate_missing}``).
     """
 
     config: LoopConfig

@@ -39,6 +39,7 @@ from turnstream.runtime.accumulate import (
 from turnstream.runtime.handshake import PendingStep, TurnDraft, TurnLink, TurnSpec
 from turnstream.runtime.hooks import HookCall, Operation, Outcome
 from turnstream.runtime.model_client import ModelEvent, ModelRequest, StreamEnd
+from turnstream.runtime.user_code import log_user_error
 
 __all__ = ["StepFailed", "StepResult", "build_request", "stream_step"]
 
@@ -159,6 +160,7 @@ async def _consume(
     except TurnError:
         raise
     except Exception as exc:  # a client bug is a provider failure
+        log_user_error(_log, "model client raised", exc, provider=provider)
         raise ProviderError(provider, f"unexpected {type(exc).__name__}") from exc
     finally:
         if isinstance(stream, AsyncGenerator):

@@ -5,10 +5,12 @@ Owns :func:`run_batch` and the model-visible failure texts. Order of work:
 1. per call, in call order: mint a ``ToolExecutionId``, start the ToolCall
    hook, then the pre-execution checks (hook denial, id failure, unknown tool,
    invalid JSON);
-2. access, sequentially in call order: an approval tool (or a policy answer of
-   ``ask``) opens a gate and waits; with an access policy configured, other
-   calls get a durable ``PermissionDecided``; :class:`NoAccessPolicy` denies
-   every call (``access_gate_missing``); with none configured, nothing;
+2. access, sequentially in call order: no policy (``None`` or
+   :class:`NoAccessPolicy`) denies every call (``access_gate_missing``); else
+   the policy decides first and its ``deny`` is final (``access_denied``, no
+   gate, even for an approval tool); ``ask`` -- or ``approve`` of an approval
+   tool that requires it -- opens a gate and waits; every call decided
+   without a prompt gets a durable ``PermissionDecided``;
 3. every ``ToolCallStarted`` (all calls, failed or not, in call order) before
    any execution;
 4. pre-execution failures complete at once, then sequential tools one by one,
@@ -23,10 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeGuard
+from typing import Literal, TypeGuard
 from uuid import UUID
 
 from turnstream.content import TextBlock, ToolResultMessage, text_of
@@ -41,7 +44,6 @@ from turnstream.runtime.gates import APPROVE, DENY
 from turnstream.runtime.handshake import ApprovalRequest, TurnLink, TurnSpec
 from turnstream.runtime.hooks import HookCall, Operation, Outcome, Started
 from turnstream.runtime.ports import (
-    AccessEffect,
     AccessRequest,
     ApprovalTool,
     AuditableTool,
@@ -50,9 +52,11 @@ from turnstream.runtime.ports import (
     Tool,
     ToolContext,
 )
+from turnstream.runtime.user_code import log_user_error
 
 __all__ = ["preview", "run_batch", "shape_result", "summarize"]
 
+_log = logging.getLogger(__name__)
 _ZERO_ID = ToolExecutionId(UUID(int=0))
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_SUMMARY = 1024
@@ -268,30 +272,40 @@ def _valid_json(text: str) -> bool:
 async def _resolve_access(
     spec: TurnSpec, link: TurnLink, state: _Call, step_id: StepId
 ) -> None:
-    """Decide whether a runnable call may run (gate, policy, or nothing)."""
+    """Decide whether a runnable call may run: policy first, then a gate.
+
+    No policy denies every call (``access_gate_missing``, contract §6.1: a nil
+    access gate denies). With one, it decides first; its ``deny`` is final --
+    an approval tool's gate opens only when the policy did not deny.
+    """
+    policy = spec.access_policy
+    if policy is None or isinstance(policy, NoAccessPolicy):
+        await _decided(
+            spec, link, state, step_id, effect="deny", reason="access_gate_missing"
+        )
+        state.fail("error: permission denied [unavailable]: no access policy")
+        return
+    request = AccessRequest(
+        tool_name=state.call.name,
+        summary=state.summary,
+        tool_execution_id=state.execution_id,
+    )
+    reason = "access_evaluated"
+    try:
+        async with asyncio.timeout(spec.config.tool_timeout):
+            effect = await policy.decide(request)
+    except TimeoutError:
+        _log.warning("access policy timed out", extra={"tool": state.call.name})
+        effect, reason = "deny", "access_error"
+    except Exception as exc:  # noqa: BLE001 - fail closed: an unanswerable policy denies
+        log_user_error(_log, "access policy raised", exc, tool=state.call.name)
+        effect, reason = "deny", "access_error"
     tool = state.tool
-    missing = isinstance(spec.access_policy, NoAccessPolicy)
-    ask = (
-        not missing
+    ask = effect == "ask" or (
+        effect == "approve"
         and _approval(tool)
         and tool.requires_approval(state.call.input_json)
     )
-    effect: AccessEffect | None = None
-    reason = "access_evaluated"
-    if missing:
-        effect, reason = "deny", "access_gate_missing"
-    elif not ask and spec.access_policy is not None:
-        request = AccessRequest(
-            tool_name=state.call.name,
-            summary=state.summary,
-            tool_execution_id=state.execution_id,
-        )
-        try:
-            async with asyncio.timeout(spec.config.tool_timeout):
-                effect = await spec.access_policy.decide(request)
-        except Exception:  # noqa: BLE001 - fail closed: an unanswerable policy denies
-            effect, reason = "deny", "access_error"
-        ask = effect == "ask"
     if ask:
         answer = await link.request_approval(
             ApprovalRequest(
@@ -306,22 +320,33 @@ async def _resolve_access(
         elif answer != APPROVE:
             state.fail("error: permission denied [unavailable]: no approval gate")
         return
-    if effect is None:
-        return  # no access policy configured: nothing is emitted
-    if effect == "deny" and reason == "access_evaluated":
+    if effect == "approve":
+        await _decided(spec, link, state, step_id, effect="approve", reason=reason)
+        return
+    if reason == "access_evaluated":
         reason = "access_denied"
+    await _decided(spec, link, state, step_id, effect="deny", reason=reason)
+    state.fail("error: permission denied [not authorized]: denied by policy")
+
+
+async def _decided(
+    spec: TurnSpec,
+    link: TurnLink,
+    state: _Call,
+    step_id: StepId,
+    *,
+    effect: Literal["approve", "deny"],
+    reason: str,
+) -> None:
+    """Commit the durable ``PermissionDecided`` of a call decided without a prompt."""
     decided = PermissionDecided(
         header=spec.factory.header(turn_id=spec.turn_id, step_id=step_id),
         tool_execution_id=state.execution_id,
-        effect="approve" if effect == "approve" else "deny",
+        effect=effect,
         reason=reason,
         subject=state.call.name,
     )
     await link.commit([decided])
-    if missing:
-        state.fail("error: permission denied [unavailable]: no access policy")
-    elif effect != "approve":
-        state.fail("error: permission denied [not authorized]: denied by policy")
 
 
 def _started(spec: TurnSpec, state: _Call, step_id: StepId) -> ToolCallStarted:
@@ -355,6 +380,7 @@ async def _execute(
     except TimeoutError:
         state.fail("error: tool timed out")
     except Exception as exc:  # noqa: BLE001 - a tool failure is a result, not a turn failure
+        log_user_error(_log, "tool raised", exc, tool=state.call.name)
         detail = str(exc) or type(exc).__name__
         state.fail(f"error: {_clip_bytes(detail, _MAX_ERROR_TEXT)}")
     else:

@@ -45,6 +45,7 @@ from turnstream.runtime.mailbox import (
 )
 from turnstream.runtime.supervision import TurnTasks
 from turnstream.runtime.turn import run_turn
+from turnstream.runtime.user_code import log_user_error
 from turnstream.runtime.writer import EndedTurn
 
 __all__ = ["ActiveTurn", "ActorLink", "hook_outcome", "launch_turn", "outcome_of"]
@@ -217,5 +218,7 @@ async def _turn_main(spec: TurnSpec, link: ActorLink, draft: TurnDraft) -> TurnO
     try:
         return await run_turn(spec, link, draft)
     except Exception as exc:  # noqa: BLE001 - the actor survives any exception in a turn
-        _log.error("unexpected error in turn", extra={"exc_type": type(exc).__name__})
+        log_user_error(
+            _log, "unexpected error in turn", exc, turn_index=spec.turn_index
+        )
         return Failed(TurnPanicError(type(exc).__name__))

@@ -29,6 +29,7 @@ from turnstream.testing.clock import FixedClock, SequentialIds
 from turnstream.testing.journal import FlakyJournal
 from turnstream.testing.model import Script, ScriptedModel
 from turnstream.testing.recorder import Described, EventRecorder
+from turnstream.testing.tools import StaticAccessPolicy
 
 __all__ = ["RECORDER_CAPACITY", "Rig", "open_rig"]
 
@@ -99,7 +100,12 @@ async def open_rig(
     hub: InMemoryHub | None = None,
     ids: SequentialIds | None = None,
 ) -> AsyncIterator[Rig]:
-    """Start a session with one loop; shut it down on exit."""
+    """Start a session with one loop; shut it down on exit.
+
+    Without ``access_policy`` every tool call is approved (a
+    :class:`StaticAccessPolicy`, so each gets its ``PermissionDecided``); pass
+    :class:`~turnstream.runtime.NoAccessPolicy` to test a loop without one.
+    """
     clock, ids = FixedClock(), ids or SequentialIds()
     journal = journal or FlakyJournal()
     hub = hub or InMemoryHub()
@@ -110,7 +116,7 @@ async def open_rig(
         clock=clock,
         ids=ids,
         hooks=hooks,
-        access_policy=access_policy,
+        access_policy=access_policy or StaticAccessPolicy(),
     )
     recorder = EventRecorder(
         hub.subscribe(EventFilter.everything(), capacity=RECORDER_CAPACITY)

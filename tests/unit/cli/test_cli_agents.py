@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from turnstream.cli.main import app
 from turnstream.errors import ConfigError
 from turnstream.loop_actor import (
     ActorSettings,
@@ -73,3 +79,75 @@ def test_settings_take_agents_from_the_environment() -> None:
     assert "sk-test" not in repr(settings)
     with pytest.raises(ConfigError):
         ActorSettings(bootstrap="b:1", agents=("no-colon",))
+
+
+_BAD_AGENTS = {
+    "nameless_client": (
+        "from turnstream.runtime import Agent\n"
+        "class Client:\n"
+        "    def stream(self, request):\n"
+        "        raise NotImplementedError\n"
+        "agent = Agent(name='a', model='m', client=Client())\n",
+        "model client Client has no 'name'",
+    ),
+    "tool_without_run": (
+        "from turnstream.runtime import Agent\n"
+        "class Half:\n"
+        "    spec = property(lambda self: None)\n"
+        "agent = Agent(name='a', model='demo', tools=[Half()])\n",
+        "tool Half has no 'run'",
+    ),
+    "raises_on_import": (
+        "raise RuntimeError('a bug in the agent module')\n",
+        "importing",
+    ),
+}
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[CliRunner]:
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "TURNSTREAM_AGENTS", "TURNSTREAM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield CliRunner()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_AGENTS))
+def test_actor_run_refuses_a_broken_agent_with_exit_2(
+    runner: CliRunner, tmp_path: Path, case: str
+) -> None:
+    """An agent that is not a whole agent (a client without ``name``, a tool
+    without ``run``, a module that raises) is a usage error naming the cause,
+    found before Kafka is tried.
+    """
+    source, message = _BAD_AGENTS[case]
+    module = f"user_agent_{case}_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(source)
+    result = runner.invoke(
+        app,
+        ["actor", "run", "--agent", f"{module}:agent", "--bootstrap", "127.0.0.1:1"],
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "cannot reach Kafka" not in result.output
+
+
+def test_a_missing_agent_module_hints_at_the_working_directory(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """``--agent`` imports from the current directory: the error says which."""
+    result = runner.invoke(
+        app, ["actor", "run", "--agent", "nosuch_pkg_43:agent", "--bootstrap", "b:1"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "cannot import 'nosuch_pkg_43'" in result.output
+    assert str(tmp_path) in result.output.replace("\n", "")

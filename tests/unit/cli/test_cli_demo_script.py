@@ -14,7 +14,7 @@ from turnstream.ids import LoopId
 from turnstream.loop_actor.tools import tool_set
 from turnstream.memory import embedded_session
 from turnstream.models import DemoModel
-from turnstream.runtime import LoopConfig
+from turnstream.runtime import AccessRules, LoopConfig
 
 
 class Recorder:
@@ -43,6 +43,7 @@ async def run_demo(
             LoopConfig(model="demo", tools=tool_set("demo")),
             DemoModel(chunk_delay=chunk_delay),
             loop_id=LoopId(uuid4()),
+            access_policy=AccessRules(allow=["add", "word_count"]),
         )
         check = await run_script(session, loop_id, script, out, within=20)
     return check, out

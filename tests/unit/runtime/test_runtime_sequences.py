@@ -1,9 +1,10 @@
 """Conformance: the exact event sequences of contract §10.3 (A-F).
 
 Session-level activity events (SessionActive/SessionIdle/…) are not part of
-turnstream (a decision taken for multi-process loops), and PermissionDecided is
-emitted only when an access policy is configured; otherwise each sequence is
-asserted in full, as delivered live and as committed in the journal.
+turnstream (a decision taken for multi-process loops). Every tool call is
+decided: the rig approves each with a ``PermissionDecided`` unless a test gives
+another policy, and no policy at all denies (``access_gate_missing``); each
+sequence is asserted in full, as delivered live and as committed in the journal.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ from turnstream.runtime import (
     LocalSession,
     LoopConfig,
     LoopSetup,
+    NoAccessPolicy,
     ToolLimits,
 )
 from turnstream.testing import (
+    EventRecorder,
     FixedClock,
     FunctionTool,
     Hang,
@@ -142,19 +145,39 @@ async def test_sequence_b_two_tool_steps_then_text_with_access_policy() -> None:
         ]
 
 
-async def test_sequence_b_without_policy_emits_no_permission_events() -> None:
-    """Contract 10.3 B (no access policy configured): no PermissionDecided at all."""
+@pytest.mark.parametrize(
+    "policy",
+    [pytest.param(None, id="none"), pytest.param(NoAccessPolicy(), id="no-policy")],
+)
+async def test_sequence_b_without_policy_denies_every_call(
+    policy: NoAccessPolicy | None,
+) -> None:
+    """Contract §6.1 (a nil access gate denies): a loop made with ``LoopSetup``
+    and no policy records ``PermissionDecided{deny, access_gate_missing}`` and
+    never runs the tool.
+    """
     lookup = FunctionTool("lookup")
-    async with open_rig(
-        tool_step(call("lookup", id="u1")), text_step("ok"), tools=[lookup]
-    ) as rig:
-        cmd = await rig.submit("go")
-        await rig.idle()
-        assert rig.after_start() == [
+    journal, hub = InMemoryJournal(), InMemoryHub()
+    session = LocalSession(journal=journal, hub=hub, ids=SequentialIds())
+    recorder = EventRecorder(hub.subscribe(EventFilter.everything(), capacity=100))
+    setup = LoopSetup(
+        config=LoopConfig(model="m", tools=(lookup,)),
+        model=ScriptedModel([tool_step(call("lookup", id="u1")), text_step("ok")]),
+        access_policy=policy,
+    )
+    async with session:
+        loop_id = await session.create_loop(
+            setup.config, setup.model, access_policy=setup.access_policy
+        )
+        cmd = await session.submit_to_loop(loop_id, "go")
+        await session.wait_idle(loop_id)
+        denied = "Tool:u1:error: permission denied [unavailable]: no access policy"
+        assert recorder.described(skip=(TokenDelta, LoopStarted)) == [
             ("TurnStarted", 1, cmd, "User:go"),
+            ("PermissionDecided", "lookup", "deny", "access_gate_missing"),
             ("ToolCallStarted", "u1"),
-            ("ToolCallCompleted", "u1", False),
-            ("StepDone", ("AI:tool_use:u1", "Tool:u1:{}")),
+            ("ToolCallCompleted", "u1", True),
+            ("StepDone", ("AI:tool_use:u1", denied)),
             ("StepDone", ("AI:ok",)),
             ("TurnDone", 1, "AI:ok"),
             ("LoopIdle",),
@@ -215,6 +238,7 @@ async def test_sequence_b_gated_call_resolves_before_batch_starts() -> None:
             ("GateOpened", "permission"),
             ("PermissionRequested", "rm"),
             ("GateResolved", "answered", "approve"),
+            ("PermissionDecided", "ls", "approve", "access_evaluated"),
             ("ToolCallStarted", "u1"),
             ("ToolCallStarted", "u2"),
             ("ToolCallCompleted", "u1", False),
@@ -230,6 +254,31 @@ async def test_sequence_b_gated_call_resolves_before_batch_starts() -> None:
         opened = rig.recorder.of_type(GateOpened)[0]
         assert opened.gate_id == requested.gate_id
         assert opened.actions == ("approve", "deny")
+
+
+async def test_sequence_b_policy_deny_of_an_approval_tool_opens_no_gate() -> None:
+    """Contract §6.2 (a policy's deny is final): a tool that asks for approval
+    but is denied by the policy gets ``PermissionDecided{deny, access_denied}``;
+    no gate opens and the tool never runs.
+    """
+    remove = FunctionTool("rm", lambda _i, _c: "removed", approval=True)
+    policy = StaticAccessPolicy(per_tool={"rm": "deny"})
+    steps = [tool_step(call("rm", id="u1")), text_step("ok")]
+    async with open_rig(*steps, tools=[remove], access_policy=policy) as rig:
+        cmd = await rig.submit("clean up")
+        await rig.idle()
+        denied = "Tool:u1:error: permission denied [not authorized]: denied by policy"
+        assert rig.after_start() == [
+            ("TurnStarted", 1, cmd, "User:clean up"),
+            ("PermissionDecided", "rm", "deny", "access_denied"),
+            ("ToolCallStarted", "u1"),
+            ("ToolCallCompleted", "u1", True),
+            ("StepDone", ("AI:tool_use:u1", denied)),
+            ("StepDone", ("AI:ok",)),
+            ("TurnDone", 1, "AI:ok"),
+            ("LoopIdle",),
+        ]
+        assert remove.calls == []
 
 
 async def test_sequence_c_interrupted_mid_stream() -> None:
@@ -303,6 +352,7 @@ async def test_sequence_c_clean_stream_end_despite_cancellation_commits_nothing(
         await rig.idle()
         assert rig.after_start() == [
             ("TurnStarted", 1, cmd, "User:x"),
+            ("PermissionDecided", "block", "approve", "access_evaluated"),
             ("ToolCallStarted", "u1"),
             ("TurnInterrupted", 1),
             ("LoopIdle",),
@@ -363,6 +413,7 @@ async def test_sequence_d_failed_after_one_committed_step(
 
         assert rig.after_start() == [
             ("TurnStarted", 1, cmd, "User:go"),
+            ("PermissionDecided", "lookup", "approve", "access_evaluated"),
             ("ToolCallStarted", "u1"),
             ("ToolCallCompleted", "u1", False),
             ("StepDone", ("AI:tool_use:u1", "Tool:u1:r")),
@@ -438,6 +489,7 @@ async def test_sequence_e2_queued_inputs_fold_after_tool_step() -> None:
             ("TurnStarted", 1, cmd0, "User:t1"),
             ("InputQueued", a),
             ("InputQueued", b),
+            ("PermissionDecided", "work", "approve", "access_evaluated"),
             ("ToolCallStarted", "u1"),
             ("ToolCallCompleted", "u1", False),
             ("StepDone", ("AI:tool_use:u1", "Tool:u1:r")),
@@ -537,6 +589,7 @@ async def test_sequence_f_restore_after_crash_mid_turn() -> None:
         "TurnDone",
         "LoopIdle",
         "TurnStarted",
+        "PermissionDecided",
         "StepDone",
     ]
     crashed_turn = committed[5]

@@ -139,6 +139,19 @@ class _Live:
     task: asyncio.Task[None]
     # Set while the loop is being passivated; done once it is (or was not).
     leaving: asyncio.Event | None = None
+    refusing: bool = False  # never announced: it only refuses, and binds nothing
+
+
+def _may_bind(command: AnyCommand, setup: LoopSetup) -> bool:
+    """Whether ``command`` may bind a loop that is not bound yet to ``setup``'s agent.
+
+    An input refused for its model (``model_not_allowed``) binds nothing, as an
+    input for an agent not hosted here binds nothing: the loop stays unbound
+    and its next input is resolved afresh.
+    """
+    if not isinstance(command, SubmitInput) or not command.model:
+        return True
+    return command.model in setup.config.allowed_models()
 
 
 class PartitionRunner:
@@ -425,6 +438,8 @@ class PartitionRunner:
         ctx = self._ctx
         asked = command.agent if isinstance(command, SubmitInput) else ""
         setup = ctx.setup_for(loop_id, asked)
+        binds = _may_bind(command, setup)
+        refusing = not binds
         try:
             if journal.known(loop_id):
                 state = await restore_loop(
@@ -437,6 +452,7 @@ class PartitionRunner:
                 # The loop keeps the agent it is bound to; a loop that only
                 # ever refused input (never announced) is bound by this one.
                 announced = bool(state.model)
+                refusing = not announced and not binds
                 if announced:
                     setup = ctx.setup_for(loop_id, state.agent_name)
                 actor = LoopActor.from_state(
@@ -449,7 +465,7 @@ class PartitionRunner:
                     ids=ctx.ids,
                     hooks=setup.hooks,
                     access_policy=setup.access_policy,
-                    announce=not announced and not stop,
+                    announce=not announced and not stop and binds,
                 )
             else:
                 await journal.recover(loop_id)
@@ -464,6 +480,7 @@ class PartitionRunner:
                     ids=ctx.ids,
                     hooks=setup.hooks,
                     access_policy=setup.access_policy,
+                    announce=binds,
                 )
         except RestoreError as exc:
             _log.error(
@@ -476,18 +493,22 @@ class PartitionRunner:
         if self._closing or self.broken:
             return None
         task = ctx.spawn(self._run_actor(actor), f"loop-{loop_id}")
-        self._live[loop_id] = _Live(actor, task)
+        self._live[loop_id] = _Live(actor, task, refusing=refusing)
         return actor
 
     async def _retire_refusing(self, live: _Live) -> None:
-        """Stop a loop that only refuses (agent not hosted) before a new input.
+        """Stop a loop that only refuses before a new input.
 
-        A refusal binds nothing, so the next input is resolved afresh: once
-        the refusing actor has answered everything before it, it is stopped
-        (quietly) and the input gets a new actor.
+        It refuses when its agent is not hosted here, or when its first input
+        named a model the agent does not allow. A refusal binds nothing, so
+        the next input is resolved afresh: once the refusing actor has
+        answered everything before it, it is stopped (quietly) and the input
+        gets a new actor.
         """
         actor = live.actor
-        if actor.config.hosted or actor.status is LoopStatus.STOPPED:
+        if (actor.config.hosted and not live.refusing) or (
+            actor.status is LoopStatus.STOPPED
+        ):
             return
         ctx = self._ctx
         stop = Shutdown(

@@ -43,7 +43,9 @@ from aiokafka import TopicPartition
 from aiokafka.errors import (
     InvalidProducerEpoch,
     KafkaError,
+    MessageSizeTooLargeError,
     OutOfOrderSequenceNumber,
+    RecordTooLargeError,
     UnknownProducerId,
 )
 from aiokafka.partitioner import DefaultPartitioner
@@ -53,6 +55,7 @@ from turnstream.commands import SubmitInput as SubmitCommand
 from turnstream.content import Block, TextBlock, UserMessage
 from turnstream.errors import (
     CommandNotConfirmedError,
+    CommandTooLargeError,
     DecodeError,
     SessionError,
     TransportError,
@@ -77,7 +80,12 @@ from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import JournalEntry, read_journal
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.security import KafkaSecurity
-from turnstream.kafka.topology import TopicNames, partition_counts
+from turnstream.kafka.topology import (
+    COMMAND_RECORD_OVERHEAD,
+    MAX_COMMAND_BYTES,
+    TopicNames,
+    partition_counts,
+)
 from turnstream.runtime.input_queue import SEEN_WINDOW
 from turnstream.runtime.ports import Clock, IdSource, RandomIds, SystemClock
 from turnstream.runtime.session import Session
@@ -109,6 +117,12 @@ def _as_message(content: Content) -> UserMessage:
     return UserMessage(blocks=tuple(content))
 
 
+def _record_size(value: bytes, key: bytes, headers: Sequence[tuple[str, bytes]]) -> int:
+    """A one-record batch's size as the broker counts it (an upper bound)."""
+    header_bytes = sum(len(name.encode()) + len(data) for name, data in headers)
+    return len(value) + len(key) + header_bytes + COMMAND_RECORD_OVERHEAD
+
+
 class KafkaSession:
     """A session whose loops run in the loop-actor service (see module docstring).
 
@@ -128,8 +142,10 @@ class KafkaSession:
         clock: Clock,
         ids: IdSource,
         capacity: int,
+        max_command_bytes: int = MAX_COMMAND_BYTES,
     ) -> None:
         self._clients = clients
+        self._max_command_bytes = max_command_bytes
         self._topics = topics
         self._codec = codec
         self._session_id = session_id
@@ -165,6 +181,7 @@ class KafkaSession:
         ids: IdSource | None = None,
         request_timeout: float = 15.0,
         capacity: int = DEFAULT_SUBSCRIBER_CAPACITY,
+        max_command_bytes: int = MAX_COMMAND_BYTES,
     ) -> KafkaSession:
         """Connect: start the command producer and the live reader.
 
@@ -182,6 +199,10 @@ class KafkaSession:
             ids: mints command ids.
             request_timeout: seconds per Kafka call.
             capacity: default subscription buffer size.
+            max_command_bytes: the largest command record to send: the
+                commands topic's ``max.message.bytes`` (1 MiB as ``topics
+                apply`` makes it); a larger one raises
+                :class:`~turnstream.errors.CommandTooLargeError` unsent.
 
         Raises:
             ConfigError: bad settings, or the topics do not exist.
@@ -212,6 +233,7 @@ class KafkaSession:
             clock=clock or SystemClock(),
             ids=ids,
             capacity=capacity,
+            max_command_bytes=max_command_bytes,
         )
         try:
             await session._start(counts)
@@ -426,6 +448,8 @@ class KafkaSession:
 
         Raises:
             SessionError: the session is closed.
+            CommandTooLargeError: the record is over ``max_command_bytes`` (or
+                the broker refused its size): not sent, and a retry cannot help.
             CommandNotConfirmedError: the broker did not acknowledge it in time
                 (it may still arrive; it carries the command id to retry with).
             KafkaAuthorizationError: an ACL denies Write on the commands topic.
@@ -435,14 +459,27 @@ class KafkaSession:
         if self._producer_broken:
             await self._renew_producer()
         value = self._codec.marshal_command(command)
+        key = loop_key(command.loop_id)
+        headers = self._codec.kafka_headers(command)
+        size = _record_size(value, key, headers)
+        if size > self._max_command_bytes:
+            raise CommandTooLargeError(
+                command.command_id,
+                command.loop_id,
+                size=size,
+                limit=self._max_command_bytes,
+            )
         try:
             async with asyncio.timeout(self._clients.connection.request_timeout):
                 await self._producer.send_and_wait(
-                    self._topics.commands,
-                    value,
-                    key=loop_key(command.loop_id),
-                    headers=self._codec.kafka_headers(command),
+                    self._topics.commands, value, key=key, headers=headers
                 )
+        except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
+            # The topic takes less than this client was told: refused, never
+            # stored, so "it may still arrive" would be wrong advice.
+            raise CommandTooLargeError(
+                command.command_id, command.loop_id, size=size, limit=None
+            ) from exc
         except (TimeoutError, KafkaError) as exc:
             denied = authorization_error(
                 exc,
