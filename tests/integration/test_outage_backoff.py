@@ -179,3 +179,65 @@ async def test_broker_outage_connections_back_off_and_actors_recover(
             assert _repeated_lines(lines) == {}, "\n".join(lines[-40:])
     finally:
         await fleet.close()
+
+
+DRAIN_SECONDS = 5.0
+
+
+async def test_sigterm_while_the_broker_is_down_exits_cleanly(
+    own_broker: DevBroker, tmp_path: Path
+) -> None:
+    """SIGTERM during an outage, with a turn running: exit 0, no traceback.
+
+    The drain cannot end the turn (nothing commits while the broker is down),
+    so it times out; the stop after it is bounded too, and nothing escapes as
+    an uncaught exception.
+    """
+    bootstrap = own_broker.settings.bootstrap
+    prefix = unique_prefix("sigterm")
+    topics = await apply_topic_set(bootstrap, prefix, partitions=2)
+    port = free_port()
+    fleet = ActorFleet(
+        bootstrap,
+        prefix,
+        extra=(
+            "--model",
+            "demo",
+            "--chunk-delay",
+            "1.0",
+            "--drain-timeout",
+            str(DRAIN_SECONDS),
+        ),
+        log_dir=tmp_path / "actors",
+    )
+    try:
+        actor = await fleet.spawn("--metrics-port", str(port))
+
+        def ready() -> None:
+            fleet.note_exits()
+            assert fleet.self_exits == []
+            assert actor.partitions == {0, 1}, fleet.tails()
+
+        await assert_eventually(ready, timeout=90, message="actor not ready")
+        session = await connect(bootstrap, topics)
+        try:
+            await session.submit_to_loop(LoopId(uuid4()), "add 1 2")  # runs ~5 s
+        finally:
+            await session.close()
+        async with asyncio.timeout(120):
+            await asyncio.to_thread(own_broker.down)
+        await assert_eventually(
+            lambda: _metric(port, "turnstream_kafka_reachable") == 0.0,
+            timeout=30,
+            message="outage not seen",
+        )
+        started = time.monotonic()
+        code = await fleet.terminate(actor, timeout=120)
+        took = time.monotonic() - started
+        text = "\n".join(actor.lines)
+        assert "Traceback" not in text, text[-4000:]
+        assert code == 0, text[-2000:]
+        # The drain, then a bounded stop of the Kafka clients.
+        assert took < DRAIN_SECONDS + 20, (took, text[-2000:])
+    finally:
+        await fleet.close()

@@ -46,7 +46,6 @@ from aiokafka.errors import (
     OutOfOrderSequenceNumber,
     UnknownProducerId,
 )
-from aiokafka.partitioner import DefaultPartitioner
 
 from turnstream.commands import AnyCommand, Interrupt, RespondGate, Retract, Shutdown
 from turnstream.commands import SubmitInput as SubmitCommand
@@ -75,7 +74,7 @@ from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import JournalEntry, read_journal
-from turnstream.kafka.records import loop_key
+from turnstream.kafka.records import loop_key, partition_for
 from turnstream.kafka.security import KafkaSecurity
 from turnstream.kafka.topology import TopicNames, partition_counts
 from turnstream.runtime.input_queue import SEEN_WINDOW
@@ -367,8 +366,7 @@ class KafkaSession:
 
     def partition_of(self, loop_id: UUID) -> int:
         """The partition of ``loop_id`` on every co-partitioned topic."""
-        partitions = list(range(self._partitions))
-        return int(DefaultPartitioner()(loop_key(loop_id), partitions, partitions))
+        return partition_for(loop_key(loop_id), self._partitions)
 
     async def replay_entries(
         self, loop_id: UUID, *, from_: int = 0
@@ -420,9 +418,12 @@ class KafkaSession:
     async def send(self, command: AnyCommand) -> CommandId:
         """Send a prepared command; return its id once the broker has it.
 
-        The record goes to the partition of its loop id's key (Kafka's default
-        partitioner, as every client computes it), through an idempotent
-        producer, so the producer's own retries never duplicate it.
+        The record is keyed by the canonical text of its loop id and sent to
+        the partition this session computes for that key (Kafka's default
+        partitioner, as every client and the actors compute it), never one the
+        producer's configuration picks: a command the session sends is never
+        misrouted. It goes through an idempotent producer, so the producer's
+        own retries never duplicate it.
 
         Raises:
             SessionError: the session is closed.
@@ -435,12 +436,14 @@ class KafkaSession:
         if self._producer_broken:
             await self._renew_producer()
         value = self._codec.marshal_command(command)
+        key = loop_key(command.loop_id)
         try:
             async with asyncio.timeout(self._clients.connection.request_timeout):
                 await self._producer.send_and_wait(
                     self._topics.commands,
                     value,
-                    key=loop_key(command.loop_id),
+                    key=key,
+                    partition=partition_for(key, self._partitions),
                     headers=self._codec.kafka_headers(command),
                 )
         except (TimeoutError, KafkaError) as exc:
