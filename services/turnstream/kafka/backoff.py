@@ -6,10 +6,14 @@ together do not retry together) and :class:`ConnectGate`, which gives an
 aiokafka client the reconnect backoff it lacks: aiokafka 0.14 reconnects on
 every request (no ``reconnect_backoff_ms``), so while a broker is down every
 retry loop of every client (fetcher, heartbeat, sender, metadata) opens a new
-connection each ``retry_backoff_ms``. Behind the gate, a client connects to a
-broker that just refused it only when that broker's backoff has passed; until
-then the connection is reported missing at once (what aiokafka's own code
-does for a failed connect), so its loops retry without touching the network.
+connection each ``retry_backoff_ms``, and a producer with a batch for a
+partition whose leader is unknown asks for a metadata update in a loop with no
+wait at all. Behind the gate, a client connects to a broker that just refused
+it only when that broker's backoff has passed; until then the connection is
+reported missing at once (what aiokafka's own code does for a failed
+connect), so its loops retry without touching the network; and after a failed
+metadata update the next one starts only when its own backoff has passed, so
+every loop waiting on metadata waits with it.
 
 Part of ``turnstream.kafka`` (the only aiokafka importer); must not import the
 runtime or the wire codec.
@@ -17,9 +21,10 @@ runtime or the wire codec.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,18 +83,34 @@ class ConnectGate:
         cap: longest backoff, in seconds.
         stats: where attempts and failures are counted (shared per process).
         clock: monotonic seconds.
+        sleep: waits before a metadata update that is not due yet.
     """
 
     initial: float
     cap: float
     stats: ConnectStats = field(default_factory=ConnectStats)
     clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     _nodes: dict[object, _NodeState] = field(default_factory=dict, init=False)
 
     def install(self, client: Any) -> None:
-        """Route ``client._get_conn`` (an ``AIOKafkaClient``) through the gate."""
+        """Gate an ``AIOKafkaClient``'s connects and metadata updates."""
         original = client._get_conn
         conns: dict[Any, Any] = client._conns
+        update = client._metadata_update
+        updates = _NodeState(Backoff(self.initial, self.cap))
+
+        async def metadata_update(cluster_metadata: Any, topics: Any) -> Any:
+            wait = updates.not_before - self.clock()
+            if wait > 0:
+                await self.sleep(wait)
+            ok = await update(cluster_metadata, topics)
+            if ok:
+                updates.backoff.reset()
+                updates.not_before = 0.0
+            else:
+                updates.not_before = self.clock() + updates.backoff.next()
+            return ok
 
         async def get_conn(
             node_id: object,
@@ -109,6 +130,7 @@ class ConnectGate:
             return conn
 
         client._get_conn = get_conn
+        client._metadata_update = metadata_update
 
     def _record(self, node_id: object, *, ok: bool) -> None:
         if ok:

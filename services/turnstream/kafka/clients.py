@@ -13,6 +13,7 @@ runtime or the wire codec.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
@@ -195,7 +196,11 @@ async def stop_client(client: Any, *, seconds: float) -> None:
     """Stop or close an aiokafka client, bounded; a failure to stop is ignored.
 
     Stopping is best effort (the process or partition is going away); a
-    cancellation still propagates.
+    cancellation of the calling task still propagates. A ``CancelledError``
+    that is not one (aiokafka's consumer cancels its pending fetches and
+    awaits them unguarded, so one escapes ``stop`` while a fetch is backing
+    off, as during a broker outage) counts as a failed stop: the client's
+    connections are closed and the caller carries on.
     """
     closer = getattr(client, "stop", None) or client.close
     try:
@@ -203,3 +208,18 @@ async def stop_client(client: Any, *, seconds: float) -> None:
             await closer()
     except (TimeoutError, KafkaError, OSError, TransportError):
         return
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        await _close_connections(client)
+
+
+async def _close_connections(client: Any) -> None:
+    """Close what a consumer's interrupted ``stop`` left open (bounded)."""
+    inner = getattr(client, "_client", None) or getattr(client, "client", None)
+    if inner is None:
+        return
+    with contextlib.suppress(TimeoutError, KafkaError, OSError):
+        async with asyncio.timeout(1.0):
+            await inner.close()

@@ -22,16 +22,21 @@ def test_backoff_doubles_to_its_cap_within_the_upper_half() -> None:
 
 
 class _FakeClient:
-    """The two attributes of an ``AIOKafkaClient`` the gate uses."""
+    """The attributes of an ``AIOKafkaClient`` the gate uses."""
 
     def __init__(self) -> None:
         self._conns: dict[Any, Any] = {}
         self.up = False
         self.calls = 0
+        self.updates = 0
 
     async def _get_conn(self, node_id: object, **_: object) -> object | None:
         self.calls += 1
         return object() if self.up else None
+
+    async def _metadata_update(self, cluster: object, topics: object) -> bool:
+        self.updates += 1
+        return self.up
 
 
 async def test_connect_gate_skips_connects_until_the_backoff_passes() -> None:
@@ -81,3 +86,32 @@ async def test_every_built_client_goes_through_a_connect_gate() -> None:
             await producer.stop()
         await consumer.stop()
         await admin.close()
+
+
+async def test_connect_gate_spaces_failed_metadata_updates() -> None:
+    """After a failed metadata update the next one first waits out its backoff.
+
+    aiokafka's producer asks for metadata in a loop with no wait of its own
+    while a partition's leader is unknown; the waits here are that loop's.
+    """
+    now = [0.0]
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    client = _FakeClient()
+    gate = ConnectGate(0.1, 1.0, clock=lambda: now[0], sleep=sleep)
+    gate.install(client)
+    for _ in range(6):
+        assert await client._metadata_update(None, set()) is False
+    assert client.updates == 6
+    assert len(waits) == 5
+    assert all(0.05 <= w <= 1.0 for w in waits)
+    assert waits[-1] >= 0.5  # doubled up to the cap
+    client.up = True
+    assert await client._metadata_update(None, set()) is True
+    waits.clear()
+    assert await client._metadata_update(None, set()) is True
+    assert waits == []  # a success resets it

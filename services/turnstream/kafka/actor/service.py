@@ -349,15 +349,29 @@ class LoopActorService:
         self.metrics.ready = False
         if self._opening:
             await asyncio.wait(list(self._opening.values()))
-        await self._stop_runners(set(self._runners))
+        # With Kafka unreachable nothing can be handed over: waiting for
+        # commits that cannot happen would only hold the exit past the drain.
+        offline = not self.metrics.kafka_reachable
+        if offline:
+            _log.warning(
+                "stopping while Kafka is unreachable: partitions given up "
+                "without writing (their next owner ends the turns they ran)",
+                extra={"partitions": ",".join(map(str, sorted(self._runners)))},
+            )
+        seconds = min(self.settings.stop_timeout, 2.0) if offline else None
+        await self._stop_runners(set(self._runners), offline=offline)
         await self._await_leaving()
         if self._consumer is not None:
-            await stop_client(self._consumer, seconds=self.settings.stop_timeout)
+            await stop_client(
+                self._consumer, seconds=seconds or self.settings.stop_timeout
+            )
         # An assignment that raced the stop may have opened runners: stop them.
-        await self._stop_runners(set(self._runners))
+        await self._stop_runners(set(self._runners), offline=offline)
         await self._await_leaving()
         if self._bridge is not None:
-            await stop_client(self._bridge, seconds=self.settings.stop_timeout)
+            await stop_client(
+                self._bridge, seconds=seconds or self.settings.stop_timeout
+            )
             self._bridge = None
 
     def _done(self) -> bool:
@@ -837,7 +851,9 @@ class LoopActorService:
         self._to_reset.add(runner.partition)
         self.metrics.ready = False
 
-    async def _stop_runners(self, partitions: set[int]) -> None:
+    async def _stop_runners(
+        self, partitions: set[int], *, offline: bool = False
+    ) -> None:
         runners = [
             self._runners.pop(p) for p in sorted(partitions) if p in self._runners
         ]
@@ -845,7 +861,7 @@ class LoopActorService:
         if runners:
             async with asyncio.TaskGroup() as group:
                 for runner in runners:
-                    group.create_task(runner.release())
+                    group.create_task(runner.give_up() if offline else runner.release())
         self._update_partitions()
 
     async def _apply_resets(self) -> None:
