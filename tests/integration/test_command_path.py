@@ -52,8 +52,14 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
 
 from turnstream.commands import Interrupt, SubmitInput
 from turnstream.content import TextBlock, UserMessage
-from turnstream.events import Agency, LoopStarted
-from turnstream.ids import LoopId
+from turnstream.events import (
+    Agency,
+    LoopStarted,
+    RejectReason,
+    TurnRejected,
+    TurnStarted,
+)
+from turnstream.ids import LoopId, TurnId
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.reader import JournalEntry, read_journal
 from turnstream.kafka.records import (
@@ -69,7 +75,14 @@ from turnstream.kafka.topology import TopicNames
 from turnstream.models import DemoModel
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.session import LoopSetup
-from turnstream.testing import FunctionTool, ScriptedModel, call, text_step, tool_step
+from turnstream.testing import (
+    FunctionTool,
+    Pause,
+    ScriptedModel,
+    call,
+    text_step,
+    tool_step,
+)
 from turnstream.wire import default_codec
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(420)]
@@ -276,6 +289,72 @@ async def test_submit_then_interrupt_back_to_back_while_the_actor_runs(
     entries = await read_all(kafka_bootstrap, names, 3)
     check_journal(entries, ids)
     assert Counter(_terminal_of(entries, c) for c in ids) == {"TurnInterrupted": 20}
+
+
+async def test_an_interrupt_naming_an_ended_turn_leaves_the_next_one_running(
+    kafka_bootstrap: str, lane: str
+) -> None:
+    """An interrupt names its turn: read after that turn ended (as after a restart,
+    or late), it cancels nothing -- not the turn running by then -- and is
+    answered ``TurnRejected{turn_ended}``; one naming the running turn cancels it.
+    """
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=3)
+    loop_id = LoopId(uuid4())
+    second, third = Pause(), Pause()
+    model = ScriptedModel(
+        [text_step("one"), [second, *text_step("two")], [third, *text_step("three")]]
+    )
+    async with running(
+        service_for(
+            kafka_bootstrap,
+            names,
+            group_id=f"{lane}g",
+            models=Models(default=model, tools=()),
+        )
+    ):
+        session = await connect(kafka_bootstrap, names)
+        try:
+            first = await session.submit_turn("one", loop_id=loop_id, no_fold=True)
+            async with asyncio.timeout(60):
+                ended = await first.outcome()
+            assert ended.terminal is not None
+            assert ended.terminal.type_name == "TurnDone"
+            running_turn = await session.submit_turn(
+                "two", loop_id=loop_id, no_fold=True
+            )
+            await second.wait_reached(within=60)  # the second turn is held here
+            await session.interrupt(loop_id, turn_id=TurnId(ended.turn_id))
+
+            async def answered() -> list[JournalEntry]:
+                entries = await read_all(kafka_bootstrap, names, 3)
+                rejected = [
+                    e
+                    for e in entries
+                    if e.loop_id == loop_id and isinstance(e.event, TurnRejected)
+                ]
+                assert rejected, "the stale interrupt is not answered yet"
+                return rejected
+
+            rejected = await assert_eventually(answered, timeout=60)
+            assert [e.event.reason for e in rejected] == [RejectReason.TURN_ENDED]  # type: ignore[attr-defined]
+            second.release()
+            async with asyncio.timeout(60):
+                outcome = await running_turn.outcome()
+            assert outcome.terminal is not None
+            assert outcome.terminal.type_name == "TurnDone"
+            # Naming the running turn still cancels it.
+            last = await session.submit_turn("three", loop_id=loop_id, no_fold=True)
+            async with asyncio.timeout(60), last:
+                async for event in last:
+                    if isinstance(event, TurnStarted):
+                        break
+                await third.wait_reached(within=60)
+                await session.interrupt(loop_id, turn_id=TurnId(event.header.turn_id))
+                cancelled = await last.outcome()
+            assert cancelled.terminal is not None
+            assert cancelled.terminal.type_name == "TurnInterrupted"
+        finally:
+            await session.close()
 
 
 # --------------------------------------------------------------------------

@@ -67,7 +67,7 @@ from turnstream.events import (
     TurnInterrupted,
     TurnStarted,
 )
-from turnstream.ids import CommandId, GateId, LoopId, SessionId
+from turnstream.ids import CommandId, GateId, LoopId, SessionId, TurnId
 from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
@@ -652,14 +652,23 @@ class KafkaSession:
         turn.bind(command_id, from_journal=True)
         return turn
 
-    async def interrupt(self, loop_id: LoopId | None = None) -> bool:
+    async def interrupt(
+        self, loop_id: LoopId | None = None, *, turn_id: TurnId | None = None
+    ) -> bool:
         """Ask the loop to cancel its running turn; ``True`` once the broker has it.
 
-        Over Kafka the answer cannot say whether a turn was running: watch for
-        ``TurnInterrupted``.
+        With ``turn_id`` only that turn is cancelled, however late the
+        interrupt is read (after a restart, or once a later turn runs); if
+        that turn no longer runs the loop answers the interrupt
+        ``TurnRejected{turn_ended}``. Over Kafka the answer cannot say whether
+        a turn was running: watch for ``TurnInterrupted``.
         """
         target = loop_id or self._active
-        await self.send(Interrupt.model_validate(self._fields(target, Agency.USER)))
+        await self.send(
+            Interrupt.model_validate(
+                {**self._fields(target, Agency.USER), "turn_id": turn_id}
+            )
+        )
         return True
 
     async def respond_gate(
