@@ -174,6 +174,14 @@ async def start_client(client: Any, *, seconds: float, operation: str) -> None:
     except (TimeoutError, KafkaError, OSError) as exc:
         await stop_client(client, seconds=seconds)
         raise transport_error(operation, exc) from exc
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        # One of the client's own tasks was cancelled under it (as in
+        # ``stop_client``): a failed start, retried like a transient one.
+        await stop_client(client, seconds=seconds)
+        raise TransportError(operation, "cancelled inside", retriable=True) from exc
 
 
 async def reachable(client: Any, *, seconds: float) -> bool:

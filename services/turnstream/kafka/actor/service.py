@@ -321,7 +321,7 @@ class LoopActorService:
                     operation="start commands consumer",
                 )
             except TransportError as exc:
-                if not exc.retriable:
+                if not exc.is_retriable:
                     raise
                 if not waiting:
                     waiting = True
@@ -466,6 +466,11 @@ class LoopActorService:
                         _log.error(
                             "fetch denied by an ACL; stopping",
                             extra={"reason": str(denied)},
+                        )
+                    else:
+                        _log.error(
+                            "fetch failed and cannot be retried; stopping",
+                            extra={"exc_type": type(exc).__name__},
                         )
                     self._fatal = denied or transport_error("fetch commands", exc)
                     return
