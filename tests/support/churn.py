@@ -3,9 +3,10 @@
 :func:`run_churn` keeps ``actors`` loop-actor processes running while it kills
 one with SIGKILL every ``kill_every`` seconds and starts a replacement at once
 (as a supervisor would). Meanwhile every loop runs turns back to back; every
-``interrupt_every``-th turn is interrupted as soon as the client sees it start
-(an interrupt sent after the turn's terminal was written counts as late, not
-as sent while the turn was open). The
+``interrupt_every``-th turn is interrupted as soon as the client sees it start,
+by an interrupt naming that turn, so one read late (after a takeover, or once a
+later turn runs) cancels nothing else (an interrupt sent after the turn's
+terminal was written counts as late, not as sent while the turn was open). The
 report has what the test asserts (no actor left by itself, every submit, the
 interrupts and how their turns ended) and what the benchmark prints (the
 takeover times: from a kill to the next event committed on each partition the
@@ -27,7 +28,7 @@ from tests.support.actors import ActorFleet
 from tests.support.kafka_harness import connect
 
 from turnstream.events import TokenDelta, TurnStarted
-from turnstream.ids import CommandId, LoopId
+from turnstream.ids import CommandId, LoopId, TurnId
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.topology import TopicNames
 
@@ -94,8 +95,12 @@ async def _worker(
                             and sent_interrupt_for is None
                             and isinstance(event, TurnStarted)
                         ):
-                            await session.interrupt(loop_id)
+                            # Named: read late (after a takeover, or once a
+                            # later turn runs) it cancels nothing else.
                             sent_interrupt_for = event.header.turn_id
+                            await session.interrupt(
+                                loop_id, turn_id=TurnId(sent_interrupt_for)
+                            )
                             sent_at = time.time()
                     outcome = await turn.outcome()
         except TimeoutError:
