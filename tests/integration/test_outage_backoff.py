@@ -139,6 +139,7 @@ async def test_broker_outage_connections_back_off_and_actors_recover(
             await asyncio.to_thread(own_broker.down)
         started = time.monotonic()
         at_start = [_count(c) for c in counts]
+        gated_start = [_metric(p, "turnstream_kafka_connects_total") for p in ports]
 
         def unreachable_seen() -> None:
             for port in ports:
@@ -153,6 +154,7 @@ async def test_broker_outage_connections_back_off_and_actors_recover(
         rates = [
             (_count(c) - n) / elapsed for c, n in zip(counts, at_start, strict=True)
         ]
+        gated_end = [_metric(p, "turnstream_kafka_connects_total") for p in ports]
         async with asyncio.timeout(120):
             await asyncio.to_thread(own_broker.up)
 
@@ -172,6 +174,15 @@ async def test_broker_outage_connections_back_off_and_actors_recover(
         finally:
             await session.close()
         print(f"connection attempts per second per actor while down: {rates}")
+        # The actors' own count (/metrics) sees the attempts too.
+        gated = [
+            (end - start) / elapsed
+            for start, end in zip(gated_start, gated_end, strict=True)
+            if start is not None and end is not None
+        ]
+        print(f"turnstream_kafka_connects_total per second while down: {gated}")
+        assert len(gated) == len(ports)
+        assert all(0 < rate <= MAX_CONNECTS_PER_SECOND for rate in gated), gated
         assert all(rate <= MAX_CONNECTS_PER_SECOND for rate in rates), (
             f"connection attempts per second while down: {rates}"
         )

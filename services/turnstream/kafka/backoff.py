@@ -30,6 +30,8 @@ from typing import Any
 
 from aiokafka.client import ConnectionGroup
 
+from turnstream.kafka.connection import ConnectStats
+
 __all__ = ["Backoff", "ConnectGate", "ConnectStats"]
 
 
@@ -58,14 +60,6 @@ class Backoff:
     def reset(self) -> None:
         """An attempt succeeded: the next failure waits ``initial`` again."""
         self.failures = 0
-
-
-@dataclass(slots=True)
-class ConnectStats:
-    """Connection attempts the gates of one process let through, and refusals."""
-
-    attempts: int = 0
-    failures: int = 0
 
 
 @dataclass(slots=True)

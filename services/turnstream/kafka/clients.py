@@ -23,8 +23,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from turnstream.errors import TransportError
-from turnstream.kafka.backoff import ConnectGate, ConnectStats
-from turnstream.kafka.connection import KafkaConnection
+from turnstream.kafka.backoff import ConnectGate
+from turnstream.kafka.connection import ConnectStats, KafkaConnection
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.security import KafkaSecurity
 

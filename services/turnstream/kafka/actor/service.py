@@ -184,6 +184,7 @@ class LoopActorService:
         self._clock = clock or SystemClock()
         self._ids = ids or RandomIds()
         self.metrics = metrics or ServiceMetrics()
+        self.metrics.kafka_connects = clients.connect_stats
         self._runners: dict[int, PartitionRunner] = {}
         self._partitions = 0
         self._to_reset: set[int] = set()
