@@ -61,6 +61,12 @@ class LoopState(BaseModel):
             answer yet (queued behind a turn); they run again after a restore.
         stopped: a client's ``Shutdown`` stopped the loop (``LoopStopped``);
             later inputs are refused unless the loop's agent reopens it.
+        history_length: how many messages of the history are held by the
+            loop's history records rather than by ``messages``; ``-1``:
+            ``messages`` is the whole history (nothing is kept elsewhere).
+        history_records: how many history records hold them.
+        history_start: in a history record, the position of its first
+            message in the loop's history.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -79,3 +85,6 @@ class LoopState(BaseModel):
     applied_command_offset: int = -1
     pending_command_offsets: tuple[int, ...] = ()
     stopped: bool = False
+    history_length: int = Field(default=-1, ge=-1)
+    history_records: int = Field(default=0, ge=0)
+    history_start: int = Field(default=0, ge=0)

@@ -132,6 +132,7 @@ def service_for(
     metrics: ServiceMetrics | None = None,
     writer: WriterSettings | None = None,
     instance_id: str | None = None,
+    max_resident_loops: int = 10_000,
 ) -> LoopActorService:
     """An in-process loop-actor service with short timeouts."""
     settings = ServiceSettings(
@@ -146,6 +147,7 @@ def service_for(
         writer=writer or WriterSettings(offset_flush_interval=0.2),
         stop_timeout=10.0,
         lag_interval=0.5,
+        max_resident_loops=max_resident_loops,
     )
     return LoopActorService(
         clients=clients_for(bootstrap),

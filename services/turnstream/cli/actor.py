@@ -284,6 +284,16 @@ def run(
             "process (default 10000; 0 keeps CPython's 700).",
         ),
     ] = None,
+    max_resident_loops: Annotated[
+        str | None,
+        _tuning(
+            "--max-resident-loops",
+            "max_resident_loops",
+            "Loops kept live in memory; beyond it the least recently used idle "
+            "ones are passivated and restored on their next command "
+            "(default 10000).",
+        ),
+    ] = None,
     schema_dir: Annotated[
         str | None,
         _tuning("--schema-dir", "schema_dir", "Avro schema directory."),
@@ -320,6 +330,7 @@ def run(
                 "instance_id": instance_id,
                 "commit_deadline": commit_deadline,
                 "gc_threshold": gc_threshold,
+                "max_resident_loops": max_resident_loops,
                 "schema_dir": schema_dir,
             },
         )

@@ -5,8 +5,11 @@ own short-lived, manually assigned consumer that reads up to the end captured
 when the scan starts (the last stable offset under ``read_committed``), so a
 scan always ends:
 
-* :func:`read_latest_states`: the latest ``LoopState`` per loop of one
-  compacted loops partition;
+* :func:`read_state_index`: the latest state record per loop of one
+  compacted loops partition, kept undecoded (:class:`StateIndex`): a takeover
+  decodes only the loops that need their journal tail, every other loop is
+  decoded on its next command;
+* :func:`read_latest_states`: the same, every loop decoded (tools, tests);
 * :func:`read_journal`: events of one events partition from an offset,
   optionally only those of some loops (filtered by key before decoding);
 * :func:`record_visible`: whether the record at one offset is visible
@@ -31,15 +34,23 @@ from turnstream.errors import DecodeError, TransportError
 from turnstream.events import EnduringEvent
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.faults import transport_error
-from turnstream.kafka.records import parse_loop_key
+from turnstream.kafka.records import (
+    RESTORE_SNAPSHOT,
+    RESTORE_TAIL,
+    STATE_RESTORE,
+    parse_loop_key,
+)
+from turnstream.kafka.state_records import assemble, parse_history_key
 from turnstream.state import LoopState
 from turnstream.wire import Codec
 
 __all__ = [
     "JournalEntry",
     "SnapshotRead",
+    "StateIndex",
     "read_journal",
     "read_latest_states",
+    "read_state_index",
     "record_visible",
 ]
 
@@ -134,41 +145,228 @@ async def _position(consumer: Any, tp: TopicPartition, seconds: float) -> int:
         return int(await consumer.position(tp))
 
 
-async def read_latest_states(
+class StateIndex:
+    """The latest state records of each loop of one loops partition, undecoded.
+
+    A takeover keeps each loop's latest head and its history records (see
+    :mod:`~turnstream.kafka.state_records`) as bytes -- older records of the
+    same key, which compaction has not removed yet, are dropped as the scan
+    passes them -- and decodes only what it must act on at once: the loops
+    whose record's ``ts-restore`` header says ``tail`` (an open turn or a
+    replay marker), and records written without the header. Every other loop
+    is decoded when its next command arrives (:meth:`peek`) and then left to
+    its owner (:meth:`forget`), so a takeover costs one pass over the bytes,
+    not one decode per record ever written.
+
+    Attributes:
+        end_offset: where the scan stopped.
+    """
+
+    __slots__ = (
+        "_codec",
+        "_history",
+        "_records",
+        "_tail",
+        "_unreadable",
+        "_whole",
+        "end_offset",
+    )
+
+    def __init__(self, codec: Codec, end_offset: int = 0) -> None:
+        self._codec = codec
+        self._records: dict[UUID, bytes] = {}
+        self._history: dict[UUID, dict[int, bytes]] = {}
+        # Loops their owner let go of: one record holds the whole state.
+        self._whole: set[UUID] = set()
+        self._tail: set[UUID] = set()
+        self._unreadable: set[UUID] = set()
+        self.end_offset = end_offset
+
+    @classmethod
+    def of(cls, codec: Codec, states: Collection[LoopState]) -> StateIndex:
+        """An index holding ``states`` (as a scan of them would)."""
+        index = cls(codec)
+        for state in states:
+            index.put(state.loop_id, codec.marshal_state(state), restore_hint(state))
+        return index
+
+    def __len__(self) -> int:
+        return len(self._records) + len(self._unreadable)
+
+    def put(self, loop_id: UUID, value: bytes | None, hint: bytes | None) -> None:
+        """Take one record of the partition (later records win).
+
+        Args:
+            loop_id: the loop the key names.
+            value: the record's value (``None``: a tombstone).
+            hint: the record's ``ts-restore`` header (``None``: absent).
+        """
+        self._unreadable.discard(loop_id)
+        self._whole.discard(loop_id)
+        if value is None:  # the loop was deleted: its history goes too
+            self._records.pop(loop_id, None)
+            self._history.pop(loop_id, None)
+            self._tail.discard(loop_id)
+            return
+        self._records[loop_id] = value
+        if hint == RESTORE_SNAPSHOT:
+            self._tail.discard(loop_id)
+        elif hint == RESTORE_TAIL:
+            self._tail.add(loop_id)
+        else:
+            self._classify(loop_id, value)
+
+    def put_history(self, loop_id: UUID, number: int, value: bytes | None) -> None:
+        """Take one history record of the partition (later records win)."""
+        if value is None:
+            self._history.get(loop_id, {}).pop(number, None)
+        else:
+            self._history.setdefault(loop_id, {})[number] = value
+
+    def _classify(self, loop_id: UUID, value: bytes) -> None:
+        """Decode a record written without the hint to learn what it needs."""
+        state = self._decode_one(loop_id, value)
+        if state is None:
+            del self._records[loop_id]
+            self._tail.discard(loop_id)
+            self._unreadable.add(loop_id)
+        elif restore_hint(state) == RESTORE_TAIL:
+            self._tail.add(loop_id)
+        else:
+            self._tail.discard(loop_id)
+
+    def known(self, loop_id: UUID) -> bool:
+        """Whether the partition held a state record of ``loop_id``."""
+        return loop_id in self._records or loop_id in self._unreadable
+
+    def loops(self) -> list[UUID]:
+        """The loops whose latest record is held (readable so far)."""
+        return list(self._records)
+
+    @property
+    def unreadable(self) -> frozenset[UUID]:
+        """Loops whose latest record could not be decoded (replayed instead)."""
+        return frozenset(self._unreadable)
+
+    def tail_loops(self) -> list[UUID]:
+        """Loops a takeover restores at once: open turns, then unreadable ones."""
+        return [*sorted(self._tail), *sorted(self._unreadable)]
+
+    def peek(self, loop_id: UUID) -> LoopState | None:
+        """``loop_id``'s latest state, decoded (``None``: none, or unreadable).
+
+        An unreadable record (undecodable, or naming another loop) makes the
+        loop one that restore replays from its journal.
+        """
+        value = self._records.get(loop_id)
+        if value is None:
+            return None
+        state = self._decode(loop_id, value)
+        if state is None:
+            del self._records[loop_id]
+            self._tail.discard(loop_id)
+            self._unreadable.add(loop_id)
+        return state
+
+    def park(self, state: LoopState) -> None:
+        """Keep the state of a loop its owner lets go of (idle), encoded.
+
+        Its next command decodes it again, as any loop not yet seen.
+
+        Raises:
+            EncodeError: the state cannot be encoded (the owner keeps it).
+        """
+        loop_id = state.loop_id
+        self._records[loop_id] = self._codec.marshal_state(state)
+        self._whole.add(loop_id)
+        self._history.pop(loop_id, None)
+        self._tail.discard(loop_id)
+        self._unreadable.discard(loop_id)
+
+    def forget(self, loop_id: UUID) -> None:
+        """Drop ``loop_id``'s records: its owner now keeps the loop's state."""
+        self._records.pop(loop_id, None)
+        self._history.pop(loop_id, None)
+        self._whole.discard(loop_id)
+        self._tail.discard(loop_id)
+        self._unreadable.discard(loop_id)
+
+    def _decode(self, loop_id: UUID, value: bytes) -> LoopState | None:
+        """The whole state: the head, with its history records when it has some."""
+        head = self._decode_one(loop_id, value)
+        if head is None or head.history_length < 0 or loop_id in self._whole:
+            return head
+        stored = self._history.get(loop_id, {})
+        history: dict[int, LoopState] = {}
+        for number in range(head.history_records):
+            data = stored.get(number)
+            record = None if data is None else self._decode_one(loop_id, data)
+            if record is None:
+                return None
+            history[number] = record
+        return assemble(head, history)
+
+    def _decode_one(self, loop_id: UUID, value: bytes) -> LoopState | None:
+        try:
+            state = self._codec.unmarshal_state(value)
+        except DecodeError:
+            return None
+        return state if state.loop_id == loop_id else None
+
+
+def restore_hint(state: LoopState) -> bytes:
+    """The ``ts-restore`` header value for a state record holding ``state``."""
+    if state.open_turn is not None or state.journal_offset < 0:
+        return RESTORE_TAIL
+    return RESTORE_SNAPSHOT
+
+
+def _header(record: Any, name: str) -> bytes | None:
+    for key, value in record.headers or ():
+        if key == name:
+            return bytes(value)
+    return None
+
+
+async def read_state_index(
     clients: KafkaClients, codec: Codec, tp: TopicPartition
-) -> SnapshotRead:
-    """The latest state per loop of the compacted loops partition ``tp``.
+) -> StateIndex:
+    """The latest state record per loop of the compacted loops partition ``tp``.
 
     Raises:
         TransportError: the partition could not be read in time.
     """
-    states: dict[UUID, LoopState] = {}
-    unreadable: set[UUID] = set()
+    index = StateIndex(codec)
 
     def take(record: Any) -> bool:
         loop_id = parse_loop_key(record.key)
-        if loop_id is None:
-            return True  # not ours: the loops topic is keyed by loop id
-        if record.value is None:  # a tombstone deletes the loop's state
-            states.pop(loop_id, None)
-            unreadable.discard(loop_id)
+        if loop_id is not None:
+            index.put(loop_id, record.value, _header(record, STATE_RESTORE))
             return True
-        try:
-            state = codec.unmarshal_state(record.value)
-        except DecodeError:
-            states.pop(loop_id, None)
-            unreadable.add(loop_id)
-            return True
-        if state.loop_id != loop_id:
-            states.pop(loop_id, None)
-            unreadable.add(loop_id)
-            return True
-        states[loop_id] = state
-        unreadable.discard(loop_id)
+        numbered = parse_history_key(record.key)
+        if numbered is not None:  # else not ours: every key names a loop
+            index.put_history(*numbered, record.value)
         return True
 
-    end = await _scan(clients, tp, None, take)
-    return SnapshotRead(states, frozenset(unreadable), end)
+    index.end_offset = await _scan(clients, tp, None, take)
+    return index
+
+
+async def read_latest_states(
+    clients: KafkaClients, codec: Codec, tp: TopicPartition
+) -> SnapshotRead:
+    """The latest state per loop of the compacted loops partition ``tp``, decoded.
+
+    Raises:
+        TransportError: the partition could not be read in time.
+    """
+    index = await read_state_index(clients, codec, tp)
+    states: dict[UUID, LoopState] = {}
+    for loop_id in index.loops():
+        state = index.peek(loop_id)
+        if state is not None:
+            states[loop_id] = state
+    return SnapshotRead(states, index.unreadable, index.end_offset)
 
 
 async def read_journal(

@@ -29,6 +29,9 @@ __all__ = [
     "DLQ_TOPIC",
     "DLQ_TRUNCATED",
     "PREFIX_BYTES",
+    "RESTORE_SNAPSHOT",
+    "RESTORE_TAIL",
+    "STATE_RESTORE",
     "DeadLetterKind",
     "bounded_dead_letter",
     "dead_letter_headers",
@@ -46,6 +49,14 @@ DLQ_PARTITION: Final = "ts-dlq-partition"
 DLQ_OFFSET: Final = "ts-dlq-offset"
 DLQ_SIZE: Final = "ts-dlq-size"
 DLQ_TRUNCATED: Final = "ts-dlq-truncated"
+STATE_RESTORE: Final = "ts-restore"
+"""Header of a state record: what its loop needs when a new owner takes the
+partition over, so a takeover classifies every loop without decoding one."""
+RESTORE_SNAPSHOT: Final = b"snapshot"
+"""The record alone restores its loop (no open turn): decoded on the loop's
+next command, never at a takeover."""
+RESTORE_TAIL: Final = b"tail"
+"""An open turn, or a replay marker: the loop is restored at the takeover."""
 PREFIX_BYTES: Final = 1024
 """How many leading bytes of a record a bounded dead letter keeps."""
 _MAX_REASON = 512

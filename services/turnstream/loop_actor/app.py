@@ -134,6 +134,7 @@ def build_service(
         rebalance_timeout_ms=settings.rebalance_timeout_ms,
         drain_timeout=settings.drain_timeout,
         writer=WriterSettings(commit_deadline=settings.commit_deadline),
+        max_resident_loops=settings.max_resident_loops,
     )
     service = LoopActorService(
         clients=kafka_clients,

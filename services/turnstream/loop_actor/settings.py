@@ -59,6 +59,7 @@ ENV = {
     "request_timeout": "TURNSTREAM_KAFKA_TIMEOUT",
     "commit_deadline": "TURNSTREAM_COMMIT_DEADLINE",
     "gc_threshold": "TURNSTREAM_GC_THRESHOLD",
+    "max_resident_loops": "TURNSTREAM_MAX_RESIDENT_LOOPS",
     "schema_dir": "TURNSTREAM_SCHEMA_DIR",
     "log_level": "TURNSTREAM_LOG_LEVEL",
     "security_protocol": "TURNSTREAM_KAFKA_SECURITY_PROTOCOL",
@@ -120,6 +121,9 @@ class ActorSettings:
         gc_threshold: the garbage collector's first-generation threshold for
             this process (``0``: CPython's own, 700); see
             :mod:`turnstream.loop_actor.gc_policy`.
+        max_resident_loops: loops kept live in memory (actor and decoded
+            state); beyond it the least recently used idle ones are
+            passivated (kept encoded, restored on their next command).
         schema_dir: the Avro schema directory (the checkout's by default).
         log_level: the root log level.
         security: Kafka security settings for every client.
@@ -146,6 +150,7 @@ class ActorSettings:
     request_timeout: float = 15.0
     commit_deadline: float = 30.0
     gc_threshold: int = DEFAULT_GC_THRESHOLD
+    max_resident_loops: int = 10_000
     schema_dir: Path | None = None
     log_level: str = "INFO"
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
@@ -161,20 +166,7 @@ class ActorSettings:
                 raise ConfigError(
                     "agent", f"{path!r}: expected package.module:attribute"
                 )
-        if self.session_timeout_ms < _MIN_SESSION_TIMEOUT_MS:
-            raise ConfigError(
-                "session_timeout_ms",
-                f"must be at least {_MIN_SESSION_TIMEOUT_MS} (the broker's minimum)",
-            )
-        if not 0 < self.heartbeat_interval_ms * 3 <= self.session_timeout_ms:
-            raise ConfigError(
-                "heartbeat_interval_ms",
-                "must be positive and at most a third of session_timeout_ms",
-            )
-        if self.rebalance_timeout_ms < 1000:
-            raise ConfigError("rebalance_timeout_ms", "must be at least 1000")
-        if not self.instance_id.strip():
-            raise ConfigError("instance_id", "must not be blank (auto, none or an id)")
+        self._check_membership()
         for name in (
             "chunk_delay",
             "request_timeout",
@@ -191,6 +183,24 @@ class ActorSettings:
                 "gc_threshold",
                 f"must be 0 (CPython's default) to {_MAX_GC_THRESHOLD:,}",
             )
+
+    def _check_membership(self) -> None:
+        """The consumer group's timings, the instance id and the resident set."""
+        if self.session_timeout_ms < _MIN_SESSION_TIMEOUT_MS:
+            raise ConfigError(
+                "session_timeout_ms",
+                f"must be at least {_MIN_SESSION_TIMEOUT_MS} (the broker's minimum)",
+            )
+        if not 0 < self.heartbeat_interval_ms * 3 <= self.session_timeout_ms:
+            raise ConfigError(
+                "heartbeat_interval_ms",
+                "must be positive and at most a third of session_timeout_ms",
+            )
+        for name, least in (("rebalance_timeout_ms", 1000), ("max_resident_loops", 1)):
+            if getattr(self, name) < least:
+                raise ConfigError(name, f"must be at least {least}")
+        if not self.instance_id.strip():
+            raise ConfigError("instance_id", "must not be blank (auto, none or an id)")
 
 
 def _setting(
@@ -317,6 +327,7 @@ def parse_settings(
     kwargs.update(number("request_timeout", float))
     kwargs.update(number("commit_deadline", float))
     kwargs.update(number("gc_threshold", int))
+    kwargs.update(number("max_resident_loops", int))
     agents = get("agents")
     if agents:
         kwargs["agents"] = tuple(a.strip() for a in agents.split(",") if a.strip())

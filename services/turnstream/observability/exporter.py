@@ -149,6 +149,11 @@ class MetricsSource(Protocol):
         ...
 
     @property
+    def passivated(self) -> int:
+        """Idle loops let go of beyond the resident budget."""
+        ...
+
+    @property
     def dead_letters(self) -> int:
         """Undecodable commands sent to the dead-letter topic."""
         ...
@@ -335,6 +340,12 @@ class ServiceCollector(Collector):
         yield _by_label("commands", "Commands read, by type.", "type", s.commands)
         yield _counter(
             "duplicate_commands", "Redelivered commands skipped.", s.duplicates
+        )
+        yield _counter(
+            "loops_passivated",
+            "Idle loops let go of beyond the resident budget (restored on their "
+            "next command).",
+            s.passivated,
         )
         yield _counter(
             "dead_letters", "Undecodable commands dead-lettered.", s.dead_letters

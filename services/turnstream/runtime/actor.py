@@ -187,6 +187,11 @@ class LoopActor:
         """The loop's status (informational; it may change at any await)."""
         return self._machine.status
 
+    @property
+    def parked(self) -> bool:
+        """Idle with nothing queued: a quiet stop now loses and cancels nothing."""
+        return self._machine.status is LoopStatus.IDLE and not self._mail
+
     def post(self, command: Command, position: int | None = None) -> None:
         """Send a command without waiting; commands take effect in post order.
 

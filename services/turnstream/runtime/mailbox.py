@@ -75,6 +75,10 @@ class Mailbox(Generic[M]):
         """Whether puts are refused."""
         return self._closed
 
+    def __len__(self) -> int:
+        """Messages queued, on every lane."""
+        return len(self._priority) + len(self._internal) + len(self._ordinary)
+
     def _put(self, lane: deque[M], message: M) -> bool:
         if self._closed:
             return False

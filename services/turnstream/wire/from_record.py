@@ -631,6 +631,9 @@ def loop_state_from(rec: Record) -> LoopState:
         applied_command_offset=_int(rec, "applied_command_offset"),
         pending_command_offsets=_offsets(rec, "pending_command_offsets"),
         stopped=_bool(rec, "stopped"),
+        history_length=_int(rec, "history_length"),
+        history_records=_int(rec, "history_records"),
+        history_start=_int(rec, "history_start"),
     )
 
 

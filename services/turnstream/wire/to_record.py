@@ -500,4 +500,7 @@ def loop_state_scalars(state: LoopState) -> Record:
         "applied_command_offset": state.applied_command_offset,
         "pending_command_offsets": list(state.pending_command_offsets),
         "stopped": state.stopped,
+        "history_length": state.history_length,
+        "history_records": state.history_records,
+        "history_start": state.history_start,
     }

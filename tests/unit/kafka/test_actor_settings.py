@@ -152,6 +152,19 @@ def test_actor_settings_gc_threshold() -> None:
         assert caught.value.setting == "gc_threshold"
 
 
+def test_actor_settings_max_resident_loops() -> None:
+    """The resident budget: 10,000 loops by default, flag over variable, >= 1."""
+    assert parse_settings({}).max_resident_loops == 10_000
+    env = {"TURNSTREAM_MAX_RESIDENT_LOOPS": "500"}
+    assert parse_settings(env).max_resident_loops == 500
+    flags = {"max_resident_loops": "7"}
+    assert parse_settings(env, flags).max_resident_loops == 7
+    for bad in ("0", "-3", "lots"):
+        with pytest.raises(ConfigError) as caught:
+            parse_settings({}, {"max_resident_loops": bad})
+        assert caught.value.setting == "max_resident_loops"
+
+
 def test_apply_gc_threshold_sets_the_first_generation_only() -> None:
     """The first threshold changes, the older ones stay; 0 changes nothing."""
     before = gc.get_threshold()

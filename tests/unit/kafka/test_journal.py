@@ -35,9 +35,9 @@ from turnstream.ids import LoopId
 from turnstream.kafka.actor.journal import PartitionJournal
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
-from turnstream.kafka.reader import SnapshotRead
+from turnstream.kafka.reader import StateIndex
 from turnstream.state import LoopState
-from turnstream.wire import EncodedHistory
+from turnstream.wire import default_codec
 
 SESSION = uuid4()
 
@@ -47,7 +47,7 @@ class FakeWriter:
 
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], LoopState | None]] = []
-        self.histories: list[tuple[UUID, EncodedHistory | None]] = []
+        self.added: list[tuple[str, list[UUID]]] = []
         self.fail = False
 
     async def append(
@@ -57,12 +57,12 @@ class FakeWriter:
         state: LoopState | None,
         *,
         on_commit: Callable[[LoopState | None], None] | None = None,
-        history: EncodedHistory | None = None,
+        added_ids: Sequence[UUID] = (),
     ) -> LoopState | None:
         if self.fail:
             raise CommitFailedError(0, "boom", 1, retriable=True)
         self.calls.append(([e.type_name for e in events], state))
-        self.histories.append((loop_id, history))
+        self.added.append((events[0].type_name, list(added_ids)))
         written = (
             None
             if state is None
@@ -80,7 +80,7 @@ def journal_with(
     journal = PartitionJournal(
         partition=0,
         writer=writer,  # type: ignore[arg-type]
-        snapshots=SnapshotRead(states or {}, frozenset(), 0),
+        snapshots=StateIndex.of(default_codec(), (states or {}).values()),
         clients=None,  # type: ignore[arg-type] - never read in these tests
         codec=None,  # type: ignore[arg-type]
         events_topic="events",
@@ -153,21 +153,27 @@ async def test_journal_writes_state_at_start_turn_start_and_when_closed() -> Non
     assert metrics.terminals["TurnDone"] == 1
 
 
-async def test_journal_gives_each_loop_one_history_memo() -> None:
-    """Every append of a loop carries that loop's memo; another loop has its own."""
+async def test_journal_state_writes_carry_the_ids_answered_since_the_last() -> None:
+    """A state write names the commands answered since the previous state write.
+
+    Those are what its history record adds to the window of recent ids: the
+    events committed without a state write in between count too.
+    """
     writer = FakeWriter()
     journal, _ = journal_with(writer)
-    first, second = LoopId(uuid4()), LoopId(uuid4())
-    for loop_id in (first, second, first):
-        _, events = turn(loop_id, 1, uuid4())
-        for event in events:
-            await journal.append(loop_id, [event])
-    memos: dict[UUID, set[int]] = {}
-    for loop_id, history in writer.histories:
-        assert isinstance(history, EncodedHistory)
-        memos.setdefault(loop_id, set()).add(id(history))
-    assert len(memos[first]) == len(memos[second]) == 1
-    assert memos[first] != memos[second]
+    loop_id = LoopId(uuid4())
+    first, second = uuid4(), uuid4()
+    _, (started, step, done) = turn(loop_id, 1, first)
+    _, (started2, step2, done2) = turn(loop_id, 2, second)
+    for batch in ([started], [step], [done], [started2, step2], [done2]):
+        await journal.append(loop_id, batch)
+    assert writer.added == [
+        ("TurnStarted", [first]),
+        ("StepDone", []),
+        ("TurnDone", []),
+        ("TurnStarted", [second]),
+        ("TurnDone", []),
+    ]
 
 
 async def test_journal_recover_answers_from_memory_after_appends() -> None:

@@ -60,6 +60,7 @@ def populated() -> ServiceMetrics:
     m.partitions_moved = 35
     m.bridged = 36
     m.drain_interrupted = 37
+    m.passivated = 41
     m.rejoins = 38
     return m
 
@@ -123,6 +124,7 @@ def test_every_exported_metric_renders_its_value() -> None:
         ("turnstream_commands_total", (("type", "Interrupt"),)): 20.0,
         ("turnstream_commands_total", (("type", "SubmitInput"),)): 19.0,
         ("turnstream_duplicate_commands_total", ()): 21.0,
+        ("turnstream_loops_passivated_total", ()): 41.0,
         ("turnstream_dead_letters_total", ()): 22.0,
         ("turnstream_dead_letters_truncated_total", ()): 23.0,
         ("turnstream_dead_letters_dropped_total", ()): 24.0,

@@ -7,9 +7,11 @@ is due) and the ids of the commands it answered (to skip redelivered ones).
 ``append`` hands one commit to the partition's
 :class:`~turnstream.kafka.actor.writer.PartitionWriter` (one transaction) and
 changes nothing here unless it committed; ``recover`` answers from memory,
-else from the snapshots read at assignment, else from the journal.
+else from the loop's latest state record found at assignment (kept undecoded
+until the loop's first command: :class:`~turnstream.kafka.reader.StateIndex`),
+else from the journal.
 
-When a state record is written: with ``LoopStarted``, with ``TurnStarted``,
+When the loop's state is written: with ``LoopStarted``, with ``TurnStarted``,
 and with every commit after which the loop has no open turn (a terminal, a
 rejection or cancellation while idle) -- except a commit of only ``LoopIdle``,
 which folds to nothing restore needs. Hence the invariant restore relies on: if
@@ -17,10 +19,10 @@ a loop's latest snapshot has no open turn (and a real ``journal_offset``),
 nothing committed after it changes the loop's fold, so it is restored from the
 snapshot alone; otherwise only the events after ``journal_offset`` are read (one
 turn's worth). A snapshot with ``journal_offset == -1`` (too large to store)
-means "replay the journal". Per turn that is two state records (its start and
-its terminal), each as large as the loop's history; each loop's
-:class:`~turnstream.wire.EncodedHistory` makes encoding one cost only the
-messages added since the last (a cold start encodes the whole history once).
+means "replay the journal". Per turn that is two state writes (its start and
+its terminal), each a small head plus a history record of what changed since
+the previous write (:mod:`~turnstream.kafka.state_records`): the messages and
+the ids of the commands answered since.
 
 While the partition is being handed over (:meth:`PartitionJournal.close_for_handover`)
 only what ends a running turn may still be committed; inputs that were merely
@@ -59,13 +61,13 @@ from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.writer import PartitionWriter
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.faults import PartitionClosedError
-from turnstream.kafka.reader import SnapshotRead, read_journal
+from turnstream.kafka.reader import StateIndex, read_journal
 from turnstream.runtime.fold import fold_loop
 from turnstream.runtime.input_queue import SEEN_WINDOW, SeenCommands
 from turnstream.runtime.ports import Recovery
 from turnstream.runtime.progress import CommandProgress
 from turnstream.state import LoopState
-from turnstream.wire import Codec, EncodedHistory
+from turnstream.wire import Codec, EncodeError
 
 __all__ = ["PartitionJournal"]
 
@@ -86,9 +88,6 @@ class _LoopView:
     unfolded: list[EnduringEvent] = field(default_factory=list)
     open_turn: bool = False
     resolved: SeenCommands = field(default_factory=SeenCommands)
-    # The encoded history of the states written (state records cost what
-    # changed, not the conversation's size).
-    history: EncodedHistory = field(default_factory=EncodedHistory)
 
 
 class PartitionJournal:
@@ -97,7 +96,8 @@ class PartitionJournal:
     Args:
         partition: the partition number shared by commands, events and loops.
         writer: the partition's transactional writer.
-        snapshots: what the loops partition held at assignment.
+        snapshots: the latest state records the loops partition held at
+            assignment (undecoded).
         clients: builds consumers for journal reads.
         codec: decodes journal records.
         events_topic: the journal topic.
@@ -109,7 +109,7 @@ class PartitionJournal:
         *,
         partition: int,
         writer: PartitionWriter,
-        snapshots: SnapshotRead,
+        snapshots: StateIndex,
         clients: KafkaClients,
         codec: Codec,
         events_topic: str,
@@ -130,20 +130,11 @@ class PartitionJournal:
 
     def known(self, loop_id: UUID) -> bool:
         """Whether ``loop_id`` has committed anything on this partition."""
-        return (
-            loop_id in self._views
-            or loop_id in self._snapshots.states
-            or loop_id in self._snapshots.unreadable
-        )
+        return loop_id in self._views or self._snapshots.known(loop_id)
 
     def open_turn_loops(self) -> list[UUID]:
         """Loops whose latest snapshot has an open turn (or must be replayed)."""
-        found = [
-            loop_id
-            for loop_id, state in self._snapshots.states.items()
-            if state.open_turn is not None or state.journal_offset < 0
-        ]
-        return [*found, *sorted(self._snapshots.unreadable)]
+        return [i for i in self._snapshots.tail_loops() if i not in self._views]
 
     def is_resolved(self, loop_id: UUID, command_id: UUID) -> bool:
         """Whether ``command_id`` was already answered durably for ``loop_id``.
@@ -173,6 +164,35 @@ class PartitionJournal:
         return base is not None and CommandProgress(
             base.applied_command_offset, base.pending_command_offsets
         ).covers(offset)
+
+    def parkable(self, loop_id: UUID) -> bool:
+        """Whether ``loop_id`` is settled: idle, its latest state written."""
+        view = self._views.get(loop_id)
+        return (
+            view is not None
+            and view.base is not None
+            and not view.open_turn
+            and all(isinstance(e, LoopIdle) for e in view.unfolded)
+        )
+
+    def park(self, loop_id: UUID) -> bool:
+        """Let go of a settled loop whose actor stopped; ``False`` if it is not.
+
+        Its state goes back to the partition's state index, encoded, so its
+        next command restores it from there: what stays in memory is bytes,
+        not the decoded history (a ``LoopIdle`` committed since the state
+        write changes nothing a restore needs).
+        """
+        if not self.parkable(loop_id):
+            return False
+        base = self._views[loop_id].base
+        assert base is not None  # noqa: S101 - parkable() checked it
+        try:
+            self._snapshots.park(base)
+        except EncodeError:
+            return False
+        del self._views[loop_id]
+        return True
 
     def close_for_handover(self) -> None:
         """From now on commit only what ends running turns (see module docstring)."""
@@ -235,8 +255,9 @@ class PartitionJournal:
                 view.unfolded.extend(events)
             self._metrics.committed(events)
 
+        added = () if state is None else _replies([*view.unfolded, *events])
         await self._writer.append(
-            loop_id, events, state, on_commit=committed, history=view.history
+            loop_id, events, state, on_commit=committed, added_ids=added
         )
 
     async def recover(self, loop_id: LoopId) -> Recovery:
@@ -249,7 +270,7 @@ class PartitionJournal:
         view = self._views.get(loop_id)
         if view is not None:
             return Recovery(view.base, tuple(view.unfolded))
-        snapshot = self._snapshots.states.get(loop_id)
+        snapshot = self._snapshots.peek(loop_id)
         if snapshot is not None and snapshot.journal_offset >= 0:
             if snapshot.open_turn is None:
                 events: list[EnduringEvent] = []
@@ -284,6 +305,7 @@ class PartitionJournal:
                 view.open_turn = False
         _remember(view, events)
         self._views[loop_id] = view
+        self._snapshots.forget(loop_id)
         return Recovery(base, tuple(events))
 
     async def prefetch(self, loop_ids: Iterable[UUID]) -> dict[UUID, Recovery]:
@@ -293,11 +315,11 @@ class PartitionJournal:
         one read from the smallest ``journal_offset`` instead of one per loop.
         """
         wanted = [i for i in loop_ids if i not in self._views]
+        snapshots = {i: self._snapshots.peek(i) for i in wanted}
         starts = [
-            self._snapshots.states[i].journal_offset
-            for i in wanted
-            if i in self._snapshots.states
-            and self._snapshots.states[i].journal_offset >= 0
+            s.journal_offset
+            for s in snapshots.values()
+            if s is not None and s.journal_offset >= 0
         ]
         if len(wanted) > 1 and len(starts) == len(wanted):
             tail = await read_journal(
@@ -308,7 +330,8 @@ class PartitionJournal:
                 loops=wanted,
             )
             for loop_id in wanted:
-                snapshot = self._snapshots.states[loop_id]
+                snapshot = snapshots[loop_id]
+                assert snapshot is not None  # noqa: S101 - every wanted loop has a start
                 events = [
                     e.event
                     for e in tail
@@ -327,6 +350,7 @@ class PartitionJournal:
                         view.open_turn = False
                 _remember(view, events)
                 self._views[loop_id] = view
+                self._snapshots.forget(loop_id)
                 self._metrics.restores["snapshot+tail"] += 1
         return {i: await self.recover(LoopId(i)) for i in wanted}
 
@@ -335,8 +359,11 @@ def _seen(state: LoopState) -> SeenCommands:
     return SeenCommands((CommandId(c) for c in state.recent_command_ids), SEEN_WINDOW)
 
 
+def _replies(events: Iterable[EnduringEvent]) -> list[UUID]:
+    """The command ids ``events`` answer, in order (what the fold records)."""
+    return [r for r in (e.reply_to() for e in events) if r is not None]
+
+
 def _remember(view: _LoopView, events: Iterable[EnduringEvent]) -> None:
-    for event in events:
-        replied = event.reply_to()
-        if replied is not None:
-            view.resolved.add(CommandId(replied))
+    for replied in _replies(events):
+        view.resolved.add(CommandId(replied))

@@ -147,6 +147,8 @@ class ServiceMetrics:
         group_sizes: appends per transaction (group commit), by size.
         commands: commands read, by type name.
         duplicates: redelivered commands skipped by command id.
+        passivated: idle loops let go of beyond the resident budget (their
+            actor stopped, their state kept encoded until their next command).
         dead_letters: undecodable commands sent to the dead-letter topic.
         dead_letters_truncated: of those, written as bounded dead letters
             (the whole record did not fit the dead-letter topic).
@@ -195,6 +197,7 @@ class ServiceMetrics:
     group_sizes: Counter[int] = field(default_factory=Counter)
     commands: Counter[str] = field(default_factory=Counter)
     duplicates: int = 0
+    passivated: int = 0
     dead_letters: int = 0
     dead_letters_truncated: int = 0
     dead_letters_dropped: int = 0

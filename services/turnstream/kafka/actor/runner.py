@@ -4,10 +4,10 @@ Owns :class:`PartitionRunner`. It is created when the consumer group assigns a
 commands partition and lives until that partition is revoked (or lost):
 
 * :meth:`PartitionRunner.open` starts the transactional writer (which fences a
-  previous owner), reads the latest state of every loop from the compacted
-  loops partition, and closes every turn a crash left open with a durable
-  ``TurnInterrupted`` (the runtime's restore path); other loops are restored
-  lazily, on their next input;
+  previous owner), indexes the latest state record of every loop of the
+  compacted loops partition (undecoded), and closes every turn a crash left
+  open with a durable ``TurnInterrupted`` (the runtime's restore path); other
+  loops are decoded and restored lazily, on their next input;
 * :meth:`PartitionRunner.dispatch` takes the partition's command records in
   offset order: poison records -- undecodable, mis-keyed, misrouted -- go to
   the dead-letter topic (:mod:`~turnstream.kafka.actor.poison`, in the
@@ -18,6 +18,10 @@ commands partition and lives until that partition is revoked (or lost):
 * while the group rebalances the runner simply keeps going (its turns run
   and commit; no new records arrive); if the partition comes back to this
   process it carries on from :attr:`PartitionRunner.next_offset`;
+* beyond its share of the service's resident budget, the runner passivates
+  the least recently used *parked* loops (idle, nothing queued, latest state
+  written): their actors stop quietly and only their encoded state stays, in
+  the partition's state index, until their next command restores them;
 * :meth:`PartitionRunner.begin_drain` (a planned stop) lets running turns
   finish but starts no new ones (:attr:`PartitionRunner.running_turns` says
   when they are done);
@@ -34,6 +38,7 @@ sit above the runtime) and the wire codec; aiokafka only through its siblings.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -58,7 +63,7 @@ from turnstream.kafka.actor.writer import (
 )
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.faults import PartitionClosedError
-from turnstream.kafka.reader import read_latest_states
+from turnstream.kafka.reader import read_state_index
 from turnstream.kafka.records import DeadLetterKind
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.actor import LoopActor, LoopStatus
@@ -71,6 +76,9 @@ from turnstream.wire import Codec
 __all__ = ["PartitionRunner", "RunnerContext", "SetupFor", "Spawn"]
 
 _log = logging.getLogger(__name__)
+
+_PASSIVATE_SCAN = 16
+"""Busy loops a passivation pass looks past, at most, for parked ones."""
 
 SetupFor = Callable[[LoopId, str], LoopSetup]
 """What a loop runs with, by the agent it is bound to or asks for (``""``: the
@@ -101,6 +109,8 @@ class RunnerContext:
         spawn: starts tasks in the service's task group.
         partitions: the commands topic's partition count (a command on any
             other partition than its key's is dead-lettered).
+        resident_budget: how many loops this runner keeps live (actor and
+            decoded state) before it passivates the least recently used.
     """
 
     clients: KafkaClients
@@ -117,6 +127,7 @@ class RunnerContext:
     stop_timeout: float
     spawn: Spawn
     partitions: int
+    resident_budget: Callable[[], int] = lambda: 1 << 62
 
 
 @dataclass(slots=True)
@@ -195,7 +206,7 @@ class PartitionRunner:
         self._writer_task = ctx.spawn(
             self.writer.run(), f"writer-{ctx.topics.commands}-{self.partition}"
         )
-        snapshots = await read_latest_states(
+        snapshots = await read_state_index(
             ctx.clients, ctx.codec, TopicPartition(ctx.topics.loops, self.partition)
         )
         self._journal = PartitionJournal(
@@ -276,6 +287,32 @@ class PartitionRunner:
             return
         if not (self._closing or self.broken):
             await self._deliver(record.offset, command, actor)
+            await self._passivate()
+
+    async def _passivate(self) -> None:
+        """Stop the least recently used parked loops beyond the budget.
+
+        Runs on the dispatch path between two commands, so no command of a
+        passivated loop can be in flight; a loop with a turn running or
+        anything queued is skipped (it counts as used).
+        """
+        excess = len(self._live) - self._ctx.resident_budget()
+        if excess <= 0:
+            return
+        journal = self.journal
+        oldest = list(itertools.islice(self._live.items(), excess + _PASSIVATE_SCAN))
+        for loop_id, entry in oldest:
+            if excess <= 0 or self._closing or self.broken:
+                return
+            done = entry.task.done()  # stopped already (a client's Shutdown)
+            if not ((done or entry.actor.parked) and journal.parkable(loop_id)):
+                continue
+            if not done:
+                await self._stop_actor(entry)
+            if entry.task.done() and journal.park(loop_id):
+                del self._live[loop_id]
+                self._ctx.metrics.passivated += 1
+                excess -= 1
 
     async def _deliver(
         self, offset: int, command: AnyCommand, actor: LoopActor | None
@@ -343,6 +380,7 @@ class PartitionRunner:
         if live is not None and isinstance(command, SubmitInput):
             await self._retire_refusing(live)
         if live is not None and live.actor.status is not LoopStatus.STOPPED:
+            self._live[loop_id] = self._live.pop(loop_id)  # most recently used
             return live.actor
         if live is not None:
             del self._live[loop_id]

@@ -118,6 +118,10 @@ class ServiceSettings:
         health_interval: seconds between broker reachability checks.
         retry_backoff_max: longest wait between attempts to start the consumer
             or to take a failed partition over again (doubling with jitter).
+        max_resident_loops: loops the process keeps live (actor and decoded
+            state), shared evenly by its partitions; beyond that the least
+            recently used idle loops are passivated (kept encoded, restored
+            on their next command).
     """
 
     group_id: str = "turnstream-loop-actor"
@@ -137,6 +141,7 @@ class ServiceSettings:
     drain_timeout: float = 30.0
     health_interval: float = 2.0
     retry_backoff_max: float = 5.0
+    max_resident_loops: int = 10_000
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -760,6 +765,7 @@ class LoopActorService:
             stop_timeout=self.settings.stop_timeout,
             spawn=self._spawn,
             partitions=self._partitions,
+            resident_budget=self._resident_share,
         )
         tp = TopicPartition(self.settings.topics.commands, partition)
         self._owned[partition] = generation
@@ -827,6 +833,10 @@ class LoopActorService:
                 "partition taken over again",
                 extra={"partition": partition, "attempts": retry[0].failures + 1},
             )
+
+    def _resident_share(self) -> int:
+        """One partition's share of the resident budget."""
+        return max(1, self.settings.max_resident_loops // max(1, len(self._runners)))
 
     def _require_hub(self) -> DeltaPublisher:
         if self._hub is None:

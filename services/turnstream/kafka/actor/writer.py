@@ -82,11 +82,12 @@ from turnstream.kafka.faults import (
     PartitionFencedError,
     classify,
 )
-from turnstream.kafka.reader import record_visible
-from turnstream.kafka.records import loop_key
+from turnstream.kafka.reader import record_visible, restore_hint
+from turnstream.kafka.records import STATE_RESTORE, loop_key
+from turnstream.kafka.state_records import StateRecords, history_key, split
 from turnstream.kafka.topology import TopicNames
 from turnstream.state import LoopState
-from turnstream.wire import Codec, EncodedHistory, EncodeError
+from turnstream.wire import Codec, EncodeError
 
 __all__ = ["PartitionWriter", "WriterSettings", "WriterState", "transactional_id"]
 
@@ -150,7 +151,7 @@ class _Append:
     reply: asyncio.Future[LoopState | None]
     started: float
     on_commit: Callable[[LoopState | None], None] | None = None
-    history: EncodedHistory | None = None
+    added_ids: tuple[UUID, ...] = ()
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -377,13 +378,14 @@ class PartitionWriter:
         state: LoopState | None,
         *,
         on_commit: Callable[[LoopState | None], None] | None = None,
-        history: EncodedHistory | None = None,
+        added_ids: Sequence[UUID] = (),
     ) -> LoopState | None:
         """Commit ``events`` (and ``state``) in a transaction; wait for it.
 
-        ``history`` is the loop's memo of encoded history (see
-        :mod:`turnstream.wire.state_writer`): the state record is encoded with
-        it, so a long conversation's snapshot costs what changed, not its size.
+        ``state`` is written as a head and a history record of what it adds
+        (:mod:`~turnstream.kafka.state_records`): ``added_ids`` are the command
+        ids resolved since the loop's previous state write, so a long
+        conversation's state costs what changed, not its size.
 
         A caller that stops waiting (cancelled, timed out) withdraws the request
         if its transaction has not reached the commit yet; past that point the
@@ -417,7 +419,7 @@ class PartitionWriter:
                 reply=reply,
                 started=time.monotonic(),
                 on_commit=on_commit,
-                history=history,
+                added_ids=tuple(added_ids),
             )
         )
         self._wake.set()
@@ -709,30 +711,52 @@ class PartitionWriter:
                     "command_offset": target if target is not None else -1,
                 }
             )
-            outcome.states[index] = state
-            futures.append(
-                await self._send(
-                    self._topics.loops,
-                    self._encode_state(state, request.history),
-                    key=loop_key(request.loop_id),
-                    partition=self.partition,
-                    headers=self._codec.kafka_headers(state),
+            kept, records = self._state_records(split(state, request.added_ids))
+            outcome.states[index] = kept
+            for key, value, headers in records:
+                futures.append(
+                    await self._send(
+                        self._topics.loops,
+                        value,
+                        key=key,
+                        partition=self.partition,
+                        headers=headers,
+                    )
                 )
-            )
         return futures
 
-    def _encode_state(self, state: LoopState, history: EncodedHistory | None) -> bytes:
-        limit = self._settings.state_max_bytes - _STATE_OVERHEAD
-        try:
-            data = self._codec.marshal_state(state, history)
-        except EncodeError:
-            data = b""
-        if data and len(data) <= limit:
-            return data
-        # Too large for the loops topic: write a marker that sends restore to
-        # a full replay of the journal (never a stale snapshot).
-        marker = state.model_copy(update={"messages": (), "journal_offset": -1})
-        return self._codec.marshal_state(marker)
+    def _state_records(
+        self, records: StateRecords
+    ) -> tuple[LoopState, list[tuple[bytes, bytes, list[tuple[str, bytes]]]]]:
+        """The state to keep, and the loops-topic records (key, value, headers)."""
+        head, history, kept = records.head, records.history, records.kept
+        loop_id = head.loop_id
+        sends = []
+        if history is not None:
+            limit = self._settings.state_max_bytes - _STATE_OVERHEAD
+            try:
+                data = self._codec.marshal_state(history)
+            except EncodeError:
+                data = b""
+            if not data or len(data) > limit:
+                # Too large for the loops topic: a head that sends restore to a
+                # full replay of the journal (never a stale state), and the
+                # next write starts the history over.
+                head = head.model_copy(
+                    update={"journal_offset": -1, "history_length": -1}
+                )
+                kept = kept.model_copy(
+                    update={"history_length": -1, "history_records": 0}
+                )
+            else:
+                key = history_key(loop_id, history.history_records - 1)
+                sends.append((key, data, self._codec.kafka_headers(history)))
+        headers = [
+            *self._codec.kafka_headers(head),
+            (STATE_RESTORE, restore_hint(head)),
+        ]
+        sends.append((loop_key(loop_id), self._codec.marshal_state(head), headers))
+        return kept, sends
 
     def _succeed(self, batch: list[_Request], outcome: _Outcome) -> None:
         now = time.monotonic()

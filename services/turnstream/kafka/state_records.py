@@ -1,0 +1,140 @@
+"""How a loop's state is laid out on the compacted loops topic: a head and its history.
+
+Owns :func:`split` (what one state write sends) and :func:`assemble` (the
+state a reader rebuilds). A loop's state is written as
+
+* one **head** record, keyed by the loop id: every field of
+  :class:`~turnstream.state.LoopState` but the history (``messages`` and
+  ``recent_command_ids`` empty), with ``history_length`` (messages in the
+  history) and ``history_records`` (how many history records hold them);
+* **history records**, keyed ``<loop id>/<n>`` (n = 0, 1, ...): each holds
+  the messages and resolved command ids that one state write added, with
+  ``history_start`` (the position of its first message); its other fields
+  repeat the head it was written with.
+
+So a write costs what changed since the previous one, never the whole
+conversation: a turn's two writes carry its input, its steps' messages and
+two small heads. Every record of one write is in one transaction with the
+events that made it true, and compaction keeps every history record (each
+key is written once per lineage) and the latest head.
+
+A *lineage* starts at position 0 whenever the writer does not know what is
+already stored (a loop restored by replaying its journal, or from a record
+written before this layout, whose ``history_length`` is ``-1``): its first
+history record then holds the whole history and the window of recent command
+ids, and any older history records past the head's count are ignored.
+Histories only grow, so a stale record can never be mistaken for a newer one.
+
+Pure: imports value types and the runtime's window of recent command ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from turnstream.content import Conversation
+from turnstream.runtime.input_queue import SEEN_WINDOW
+from turnstream.state import LoopState
+
+__all__ = ["StateRecords", "assemble", "history_key", "parse_history_key", "split"]
+
+_SEPARATOR = "/"
+
+
+@dataclass(frozen=True, slots=True)
+class StateRecords:
+    """What one state write sends, and what its writer keeps.
+
+    Attributes:
+        head: the head record's value.
+        history: the history record this write adds (``None``: nothing new),
+            stored under ``history_key(loop_id, head.history_records - 1)``.
+        kept: the whole state with its layout fields brought up to date (what
+            the loop's owner folds its next events onto).
+    """
+
+    head: LoopState
+    history: LoopState | None
+    kept: LoopState
+
+
+def split(state: LoopState, added_ids: Sequence[UUID]) -> StateRecords:
+    """The records of one write of ``state``.
+
+    Args:
+        state: the loop's whole state; its ``history_length`` and
+            ``history_records`` say what earlier writes already stored.
+        added_ids: the command ids resolved since the previous write, in the
+            order the fold appended them to ``recent_command_ids``.
+    """
+    stored = state.history_length
+    if 0 <= stored <= len(state.messages):
+        start, count, ids = stored, state.history_records, tuple(added_ids)
+    else:  # a new lineage: the whole history and window in record 0
+        start, count, ids = 0, 0, state.recent_command_ids
+    added = state.messages[start:]
+    total = len(state.messages)
+    history = None
+    if added or ids:
+        count += 1
+        history = state.model_copy(
+            update={
+                "messages": added,
+                "recent_command_ids": ids,
+                "history_length": total,
+                "history_records": count,
+                "history_start": start,
+            }
+        )
+    layout = {"history_length": total, "history_records": count, "history_start": 0}
+    head = state.model_copy(update={"messages": (), "recent_command_ids": (), **layout})
+    return StateRecords(head, history, state.model_copy(update=layout))
+
+
+def assemble(head: LoopState, history: Mapping[int, LoopState]) -> LoopState | None:
+    """The whole state from a head and the loop's history records by number.
+
+    Returns ``None`` when the records the head names are missing or do not
+    line up (the loop is then replayed from its journal).
+    """
+    if head.history_length < 0:
+        return head  # written before this layout: the record is whole
+    messages: list[Conversation] = []
+    recent: tuple[UUID, ...] = ()
+    for number in range(head.history_records):
+        record = history.get(number)
+        if (
+            record is None
+            or record.loop_id != head.loop_id
+            or record.history_start != len(messages)
+        ):
+            return None
+        messages.extend(record.messages)
+        # As the fold does, write by write: dedupe, keep the newest window.
+        ids = dict.fromkeys((*recent, *record.recent_command_ids))
+        recent = tuple(ids)[-SEEN_WINDOW:]
+    if len(messages) != head.history_length:
+        return None
+    return head.model_copy(
+        update={"messages": tuple(messages), "recent_command_ids": recent}
+    )
+
+
+def history_key(loop_id: UUID, number: int) -> bytes:
+    """The key of ``loop_id``'s history record ``number``."""
+    return f"{loop_id}{_SEPARATOR}{number}".encode("ascii")
+
+
+def parse_history_key(key: bytes | None) -> tuple[UUID, int] | None:
+    """The loop and number a history record's key names (``None``: not one)."""
+    if not key or len(key) > 64:
+        return None
+    try:
+        loop, _, number = key.decode("ascii").partition(_SEPARATOR)
+        if not number.isdigit():
+            return None
+        return UUID(loop), int(number)
+    except (UnicodeDecodeError, ValueError):
+        return None

@@ -1,0 +1,216 @@
+"""State that grows with what changed, on the real broker.
+
+* each state write adds a small head and a history record of what changed,
+  never the whole conversation, and the latest head with its history records
+  rebuilds exactly the fold of the loop's journal, also after a new owner took
+  the partition over;
+* beyond the resident budget, idle loops are passivated and their next command
+  restores them with their whole history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from uuid import UUID, uuid4
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
+    Models,
+    apply_topic_set,
+    clients_for,
+    collect_garbage,
+    collect_until,
+    connect,
+    count_type,
+    delete_topic_set,
+    loop_filter,
+    running,
+    service_for,
+    unique_prefix,
+)
+
+from turnstream.content import AIMessage, UserMessage
+from turnstream.ids import LoopId
+from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.reader import read_latest_states
+from turnstream.kafka.records import loop_key
+from turnstream.kafka.state_records import history_key
+from turnstream.kafka.topology import TopicNames
+from turnstream.runtime.fold import fold_loop
+from turnstream.state import LoopState
+from turnstream.testing import ScriptedModel, text_step
+from turnstream.wire import default_codec
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+async def topics(kafka_bootstrap: str) -> AsyncIterator[tuple[str, TopicNames]]:
+    prefix = unique_prefix("statescale")
+    names = await apply_topic_set(kafka_bootstrap, prefix, partitions=1)
+    try:
+        yield prefix, names
+    finally:
+        await delete_topic_set(kafka_bootstrap, prefix)
+
+
+async def _loops_records(bootstrap: str, topic: str) -> list[tuple[bytes, LoopState]]:
+    """Every committed record of the loops partition: key and decoded value."""
+    codec = default_codec()
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+    )
+    await reader.start()
+    found: list[tuple[bytes, LoopState]] = []
+    try:
+        tp = TopicPartition(topic, 0)
+        reader.assign([tp])
+        await reader.seek_to_beginning(tp)
+        end = (await reader.end_offsets([tp]))[tp]
+        while await reader.position(tp) < end:
+            for records in (await reader.getmany(tp, timeout_ms=1000)).values():
+                found += [(r.key, codec.unmarshal_state(r.value)) for r in records]
+    finally:
+        await reader.stop()
+    return found
+
+
+def _comparable(state: LoopState) -> LoopState:
+    """What the fold knows: no offsets, progress or storage layout."""
+    return state.model_copy(
+        update={
+            "journal_offset": -1,
+            "command_offset": -1,
+            "applied_command_offset": -1,
+            "pending_command_offsets": (),
+            "history_length": -1,
+            "history_records": 0,
+        }
+    )
+
+
+async def test_state_writes_carry_what_changed_and_restore_equals_the_journal(
+    kafka_bootstrap: str, topics: tuple[str, TopicNames]
+) -> None:
+    """Three turns: six one-message history records, small heads; a new owner
+    rebuilds the journal's fold from them and carries on with the whole history."""
+    prefix, names = topics
+    group = f"{prefix}actors"
+    loop_id = LoopId(uuid4())
+    models = Models()
+    models.by_loop[loop_id] = ScriptedModel(
+        [text_step(f"answer {i}") for i in range(3)]
+    )
+    session = await connect(kafka_bootstrap, names)
+    try:
+        subscription = session.subscribe_events(loop_filter(loop_id))
+        async with running(
+            service_for(kafka_bootstrap, names, group_id=group, models=models)
+        ):
+            for i in range(3):
+                await session.submit(f"question {i}", loop_id=loop_id)
+                await collect_until(subscription, count_type("LoopIdle"))
+
+        records = await _loops_records(kafka_bootstrap, names.loops)
+        history = {k: s for k, s in records if k != loop_key(loop_id)}
+        heads = [s for k, s in records if k == loop_key(loop_id)]
+        assert sorted(history) == sorted(history_key(loop_id, n) for n in range(6))
+        # Each history record holds the one message its write added ...
+        assert [
+            len(s.messages)
+            for _, s in sorted(
+                ((s.history_start, s) for s in history.values()), key=lambda x: x[0]
+            )
+        ] == [1] * 6
+        # ... and no head holds any history at all.
+        assert all(h.messages == () and h.recent_command_ids == () for h in heads)
+        assert heads[-1].history_length == 6
+        assert heads[-1].history_records == 6
+
+        read = await read_latest_states(
+            clients_for(kafka_bootstrap),
+            default_codec(),
+            TopicPartition(names.loops, 0),
+        )
+        journal = await session.replay(loop_id)
+        restored = read.states[loop_id]
+        assert _comparable(restored) == _comparable(fold_loop(journal))
+        assert [type(m) for m in restored.messages] == [UserMessage, AIMessage] * 3
+
+        after = Models()
+        model = ScriptedModel([text_step("answer 3")])
+        after.by_loop[loop_id] = model
+        metrics = ServiceMetrics()
+        owner = service_for(
+            kafka_bootstrap, names, group_id=group, models=after, metrics=metrics
+        )
+        async with running(owner):
+            await session.submit("question 3", loop_id=loop_id)
+            await collect_until(subscription, count_type("LoopIdle", 1))
+        assert metrics.restores["snapshot"] == 1
+        assert [type(m) for m in model.requests[0].messages] == [
+            UserMessage,
+            AIMessage,
+        ] * 3 + [UserMessage]
+        # The new owner went on with the same history records (no rewrite).
+        records = await _loops_records(kafka_bootstrap, names.loops)
+        keys = [k for k, _ in records if k != loop_key(loop_id)]
+        assert sorted(set(keys)) == sorted(history_key(loop_id, n) for n in range(8))
+        assert len(keys) == 8
+    finally:
+        await session.close()
+
+
+async def test_idle_loops_beyond_the_budget_are_passivated_and_come_back_whole(
+    kafka_bootstrap: str, topics: tuple[str, TopicNames]
+) -> None:
+    """Budget 2, five loops: the idle ones are let go of; each second turn still
+    starts at turn 2 and its model sees the first turn's history."""
+    prefix, names = topics
+    loops = [LoopId(uuid4()) for _ in range(5)]
+    models = Models()
+    scripted: dict[UUID, ScriptedModel] = {}
+    for loop_id in loops:
+        scripted[loop_id] = ScriptedModel([text_step("one"), text_step("two")])
+        models.by_loop[loop_id] = scripted[loop_id]
+    metrics = ServiceMetrics()
+    service = service_for(
+        kafka_bootstrap,
+        names,
+        group_id=f"{prefix}actors",
+        models=models,
+        metrics=metrics,
+        max_resident_loops=2,
+    )
+    session = await connect(kafka_bootstrap, names)
+    try:
+        async with running(service):
+            for round_ in (1, 2):
+                for loop_id in loops:
+                    subscription = session.subscribe_events(loop_filter(loop_id))
+                    await session.submit(f"round {round_}", loop_id=loop_id)
+                    await collect_until(subscription, count_type("LoopIdle"))
+                    subscription.close()
+            assert metrics.passivated >= 6
+            assert metrics.live_loops <= 3
+        for loop_id in loops:
+            journal = [e.type_name for e in await session.replay(loop_id)]
+            assert journal == [
+                "LoopStarted",
+                "TurnStarted",
+                "StepDone",
+                "TurnDone",
+                "LoopIdle",
+                "TurnStarted",
+                "StepDone",
+                "TurnDone",
+                "LoopIdle",
+            ]
+            second = scripted[loop_id].requests[1].messages
+            assert [type(m) for m in second] == [UserMessage, AIMessage, UserMessage]
+        assert metrics.restores["snapshot"] >= 3
+    finally:
+        await session.close()

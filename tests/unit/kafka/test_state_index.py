@@ -1,0 +1,184 @@
+"""The takeover's index of state records: latest wins, decoded only when needed."""
+
+from __future__ import annotations
+
+from uuid import UUID, uuid4
+
+from turnstream.content import TextBlock, UserMessage
+from turnstream.kafka.reader import StateIndex, restore_hint
+from turnstream.kafka.records import RESTORE_SNAPSHOT, RESTORE_TAIL
+from turnstream.kafka.state_records import split
+from turnstream.state import LoopState, OpenTurn
+from turnstream.wire import Codec, default_codec
+
+SESSION = uuid4()
+
+
+class CountingCodec(Codec):
+    """The real codec, counting the state records it decodes."""
+
+    def __init__(self) -> None:
+        super().__init__(default_codec().schemas)
+        self.decoded = 0
+
+    def unmarshal_state(self, data: bytes) -> LoopState:
+        self.decoded += 1
+        return super().unmarshal_state(data)
+
+
+def state(loop_id: UUID, *, turns: int = 1, open_turn: bool = False) -> LoopState:
+    return LoopState(
+        session_id=SESSION,
+        loop_id=loop_id,
+        turn_index=turns,
+        journal_offset=10 * turns,
+        open_turn=OpenTurn(turn_id=uuid4(), turn_index=turns) if open_turn else None,
+    )
+
+
+def test_state_index_decodes_no_idle_loop_at_a_takeover() -> None:
+    """Records with the hint are classified from their header alone."""
+    codec = CountingCodec()
+    index = StateIndex(codec)
+    idle, running = uuid4(), uuid4()
+    for turns in range(1, 4):
+        for loop_id, is_open in ((idle, False), (running, turns == 3)):
+            value = state(loop_id, turns=turns, open_turn=is_open)
+            index.put(loop_id, codec.marshal_state(value), restore_hint(value))
+    assert codec.decoded == 0
+    assert index.tail_loops() == [running]
+    assert index.known(idle)
+    assert index.known(running)
+    assert not index.known(uuid4())
+    assert len(index) == 2
+
+
+def test_state_index_keeps_the_latest_record_of_each_loop() -> None:
+    """A later record replaces an earlier one, also its hint."""
+    codec = default_codec()
+    index = StateIndex(codec)
+    loop_id = uuid4()
+    first = state(loop_id, turns=1, open_turn=True)
+    index.put(loop_id, codec.marshal_state(first), RESTORE_TAIL)
+    assert index.tail_loops() == [loop_id]
+    latest = state(loop_id, turns=2)
+    index.put(loop_id, codec.marshal_state(latest), RESTORE_SNAPSHOT)
+    assert index.tail_loops() == []
+    assert index.peek(loop_id) == latest
+
+
+def test_state_index_tombstone_forgets_the_loop() -> None:
+    codec = default_codec()
+    index = StateIndex(codec)
+    loop_id = uuid4()
+    index.put(loop_id, codec.marshal_state(state(loop_id, open_turn=True)), None)
+    index.put(loop_id, None, None)
+    assert not index.known(loop_id)
+    assert index.tail_loops() == []
+    assert index.peek(loop_id) is None
+
+
+def test_state_index_decodes_records_written_without_the_hint() -> None:
+    """Older writers set no header: such a record is decoded to classify it."""
+    codec = CountingCodec()
+    index = StateIndex(codec)
+    idle, running = uuid4(), uuid4()
+    index.put(idle, codec.marshal_state(state(idle)), None)
+    index.put(running, codec.marshal_state(state(running, open_turn=True)), None)
+    marker = state(uuid4()).model_copy(update={"journal_offset": -1})
+    index.put(marker.loop_id, codec.marshal_state(marker), None)
+    assert codec.decoded == 3
+    assert index.tail_loops() == sorted([running, marker.loop_id])
+
+
+def test_state_index_unreadable_records_make_the_loop_a_replay() -> None:
+    """Undecodable bytes, or a record naming another loop: known, replayed."""
+    codec = default_codec()
+    index = StateIndex(codec)
+    garbage, foreign = uuid4(), uuid4()
+    index.put(garbage, b"\x00not avro", None)
+    assert index.tail_loops() == [garbage]
+    assert index.known(garbage)
+    assert index.peek(garbage) is None
+    # A hinted record is only found unreadable when it is decoded.
+    index.put(foreign, codec.marshal_state(state(uuid4())), RESTORE_SNAPSHOT)
+    assert index.tail_loops() == [garbage]
+    assert index.peek(foreign) is None
+    assert index.known(foreign)
+    assert index.unreadable == {garbage, foreign}
+    assert index.tail_loops() == sorted([garbage, foreign])
+
+
+def test_state_index_forget_hands_the_loop_to_its_owner() -> None:
+    codec = default_codec()
+    index = StateIndex(codec)
+    loop_id = uuid4()
+    index.put(loop_id, codec.marshal_state(state(loop_id, open_turn=True)), None)
+    index.forget(loop_id)
+    assert not index.known(loop_id)
+    assert index.tail_loops() == []
+    assert index.loops() == []
+
+
+def test_restore_hint_names_open_turns_and_replay_markers() -> None:
+    loop_id = uuid4()
+    assert restore_hint(state(loop_id)) == RESTORE_SNAPSHOT
+    assert restore_hint(state(loop_id, open_turn=True)) == RESTORE_TAIL
+    marker = state(loop_id).model_copy(update={"journal_offset": -1})
+    assert restore_hint(marker) == RESTORE_TAIL
+
+
+def test_state_index_assembles_a_head_with_its_history_records() -> None:
+    """Heads of the incremental layout are decoded with their history records."""
+    codec = CountingCodec()
+    index = StateIndex(codec)
+    loop_id = uuid4()
+    kept = state(loop_id)
+    for turn in range(3):
+        message = UserMessage(blocks=(TextBlock(text=f"q{turn}"),))
+        answered = uuid4()
+        grown = kept.model_copy(
+            update={
+                "messages": (*kept.messages, message),
+                "recent_command_ids": (*kept.recent_command_ids, answered),
+            }
+        )
+        records = split(grown, [answered])
+        assert records.history is not None
+        number = records.head.history_records - 1
+        index.put_history(loop_id, number, codec.marshal_state(records.history))
+        index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
+        kept = records.kept
+    assert codec.decoded == 0
+    assert index.peek(loop_id) == kept
+    index.forget(loop_id)
+    assert index.peek(loop_id) is None
+
+
+def test_state_index_head_without_its_history_is_a_replay() -> None:
+    codec = default_codec()
+    index = StateIndex(codec)
+    loop_id = uuid4()
+    grown = state(loop_id).model_copy(
+        update={"messages": (UserMessage(blocks=(TextBlock(text="q"),)),)}
+    )
+    records = split(grown, [])
+    index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
+    assert index.peek(loop_id) is None
+    assert index.unreadable == {loop_id}
+    assert index.tail_loops() == [loop_id]
+
+
+def test_state_index_tombstone_drops_the_history_too() -> None:
+    codec = default_codec()
+    index = StateIndex(codec)
+    loop_id = uuid4()
+    grown = state(loop_id).model_copy(
+        update={"messages": (UserMessage(blocks=(TextBlock(text="q"),)),)}
+    )
+    records = split(grown, [])
+    assert records.history is not None
+    index.put_history(loop_id, 0, codec.marshal_state(records.history))
+    index.put(loop_id, None, None)
+    index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
+    assert index.peek(loop_id) is None  # the old history is gone with the loop
