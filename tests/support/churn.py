@@ -21,14 +21,16 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID, uuid4
 
 from tests.support.actors import ActorFleet
 from tests.support.kafka_harness import connect
 
-from turnstream.events import TokenDelta, TurnStarted
-from turnstream.ids import CommandId, LoopId, TurnId
+from turnstream.commands import Interrupt
+from turnstream.events import Agency, TokenDelta, TurnStarted
+from turnstream.ids import CommandId, LoopId
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.topology import TopicNames
 
@@ -49,6 +51,8 @@ class ChurnReport:
     late_interrupts: int = 0
     interrupt_misses: list[tuple[UUID, UUID, str, float]] = field(default_factory=list)
     terminals: Counter[str] = field(default_factory=Counter)
+    # Every interrupt sent: its command id -> the turn it named.
+    interrupts: dict[UUID, UUID] = field(default_factory=dict)
 
 
 @dataclass
@@ -98,9 +102,16 @@ async def _worker(
                             # Named: read late (after a takeover, or once a
                             # later turn runs) it cancels nothing else.
                             sent_interrupt_for = event.header.turn_id
-                            await session.interrupt(
-                                loop_id, turn_id=TurnId(sent_interrupt_for)
+                            named = Interrupt(
+                                command_id=uuid4(),
+                                session_id=session.session_id,
+                                loop_id=loop_id,
+                                created_at=datetime.now(UTC),
+                                agency=Agency.USER,
+                                turn_id=sent_interrupt_for,
                             )
+                            await session.send(named)
+                            report.interrupts[named.command_id] = sent_interrupt_for
                             sent_at = time.time()
                     outcome = await turn.outcome()
         except TimeoutError:
