@@ -72,9 +72,15 @@ class SubmitInput(CommandBase):
 
 
 class Interrupt(CommandBase):
-    """Cancel the loop's running turn (if any). Human queued input is kept."""
+    """Cancel the loop's running turn (if any). Human queued input is kept.
+
+    With ``turn_id`` it cancels that turn only: one that already ended (or a
+    later turn running by then) is left alone and the interrupt is answered
+    ``TurnRejected{turn_ended}``. Without it, whichever turn is running.
+    """
 
     type: Literal["Interrupt"] = "Interrupt"
+    turn_id: UUID | None = None
 
 
 class RespondGate(CommandBase):

@@ -132,6 +132,9 @@ class RejectReason(StrEnum):
     """The submit names another agent than the one the loop is bound to."""
     MODEL_NOT_ALLOWED = "model_not_allowed"
     """The submit names a model outside the agent's allow-list."""
+    TURN_ENDED = "turn_ended"
+    """An ``Interrupt`` named a turn that is no longer running (the answer
+    to that interrupt; no turn was cancelled)."""
 
 
 class CancelReason(StrEnum):

@@ -7,13 +7,13 @@ so they never disturb the session broker other tests use.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from tests.support.cluster import free_port_range
 
 from turnstream.devbroker import (
     BrokerConfigChangedError,
@@ -33,9 +33,8 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    # Below the ephemeral range: the broker manager refuses ports inside it.
+    return free_port_range(1)
 
 
 @pytest.fixture

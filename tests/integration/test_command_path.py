@@ -11,18 +11,22 @@ Against the real broker:
   (no second answer, no second tool run), however far back redelivery starts;
 - a valid command on the wrong partition, or keyed by another spelling of its loop
   id, is a dead letter (``misrouted`` / ``bad_key``), never a second writer;
-- a dead letter too large for the dead-letter topic is written bounded.
+- a dead letter too large for the dead-letter topic is written bounded;
+- every dead letter is logged once with its partition, offset and reason (no
+  content), and the public client always sends on the loop's own partition.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -48,8 +52,14 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
 
 from turnstream.commands import Interrupt, SubmitInput
 from turnstream.content import TextBlock, TextChunk, UserMessage
-from turnstream.events import Agency, LoopStarted
-from turnstream.ids import LoopId
+from turnstream.events import (
+    Agency,
+    LoopStarted,
+    RejectReason,
+    TurnRejected,
+    TurnStarted,
+)
+from turnstream.ids import LoopId, TurnId
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.reader import JournalEntry, read_journal
 from turnstream.kafka.records import (
@@ -68,6 +78,7 @@ from turnstream.runtime.session import LoopSetup
 from turnstream.testing import (
     FunctionTool,
     Hang,
+    Pause,
     ScriptedModel,
     call,
     text_step,
@@ -284,6 +295,72 @@ async def test_submit_then_interrupt_back_to_back_while_the_actor_runs(
     entries = await read_all(kafka_bootstrap, names, 3)
     check_journal(entries, ids)
     assert Counter(_terminal_of(entries, c) for c in ids) == {"TurnInterrupted": 20}
+
+
+async def test_an_interrupt_naming_an_ended_turn_leaves_the_next_one_running(
+    kafka_bootstrap: str, lane: str
+) -> None:
+    """An interrupt names its turn: read after that turn ended (as after a restart,
+    or late), it cancels nothing -- not the turn running by then -- and is
+    answered ``TurnRejected{turn_ended}``; one naming the running turn cancels it.
+    """
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=3)
+    loop_id = LoopId(uuid4())
+    second, third = Pause(), Pause()
+    model = ScriptedModel(
+        [text_step("one"), [second, *text_step("two")], [third, *text_step("three")]]
+    )
+    async with running(
+        service_for(
+            kafka_bootstrap,
+            names,
+            group_id=f"{lane}g",
+            models=Models(default=model, tools=()),
+        )
+    ):
+        session = await connect(kafka_bootstrap, names)
+        try:
+            first = await session.submit_turn("one", loop_id=loop_id, no_fold=True)
+            async with asyncio.timeout(60):
+                ended = await first.outcome()
+            assert ended.terminal is not None
+            assert ended.terminal.type_name == "TurnDone"
+            running_turn = await session.submit_turn(
+                "two", loop_id=loop_id, no_fold=True
+            )
+            await second.wait_reached(within=60)  # the second turn is held here
+            await session.interrupt(loop_id, turn_id=TurnId(ended.turn_id))
+
+            async def answered() -> list[JournalEntry]:
+                entries = await read_all(kafka_bootstrap, names, 3)
+                rejected = [
+                    e
+                    for e in entries
+                    if e.loop_id == loop_id and isinstance(e.event, TurnRejected)
+                ]
+                assert rejected, "the stale interrupt is not answered yet"
+                return rejected
+
+            rejected = await assert_eventually(answered, timeout=60)
+            assert [e.event.reason for e in rejected] == [RejectReason.TURN_ENDED]  # type: ignore[attr-defined]
+            second.release()
+            async with asyncio.timeout(60):
+                outcome = await running_turn.outcome()
+            assert outcome.terminal is not None
+            assert outcome.terminal.type_name == "TurnDone"
+            # Naming the running turn still cancels it.
+            last = await session.submit_turn("three", loop_id=loop_id, no_fold=True)
+            async with asyncio.timeout(60), last:
+                async for event in last:
+                    if isinstance(event, TurnStarted):
+                        break
+                await third.wait_reached(within=60)
+                await session.interrupt(loop_id, turn_id=TurnId(event.header.turn_id))
+                cancelled = await last.outcome()
+            assert cancelled.terminal is not None
+            assert cancelled.terminal.type_name == "TurnInterrupted"
+        finally:
+            await session.close()
 
 
 # --------------------------------------------------------------------------
@@ -511,6 +588,102 @@ async def test_misrouted_and_miskeyed_commands_are_dead_letters(
     assert good_id in answered_ids
     assert wrong_partition.command_id not in answered_ids
     assert upper_key.command_id not in answered_ids
+
+
+async def test_each_dead_letter_is_logged_once_with_partition_offset_and_reason(
+    kafka_bootstrap: str, lane: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A poison record and a misrouted submit: one log line each naming the
+    partition, offset and reason of the record, and nothing of its content.
+    """
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=3)
+    loop_id = uuid4()
+    home = partition_for(loop_key(loop_id), 3)
+    elsewhere = (home + 1) % 3
+    secret = "do-not-log-this-text"
+    producer = await _raw_producer(kafka_bootstrap)
+    try:
+        async with asyncio.timeout(30):
+            poison = await producer.send_and_wait(
+                names.commands,
+                b"\x00" + secret.encode(),
+                key=loop_key(loop_id),
+                partition=home,
+            )
+            misrouted = await producer.send_and_wait(
+                names.commands,
+                _CODEC.marshal_command(_submit(loop_id, secret)),
+                key=loop_key(loop_id),
+                partition=elsewhere,
+            )
+    finally:
+        await producer.stop()
+    caplog.set_level(logging.INFO, logger="turnstream")
+    async with running(
+        service_for(
+            kafka_bootstrap,
+            names,
+            group_id=f"{lane}g",
+            models=Models(default=DemoModel(), tools=()),
+        )
+    ):
+        await _dead_letters(kafka_bootstrap, names.dead_letters, 2)
+
+        def logged() -> list[logging.LogRecord]:
+            lines = [
+                r for r in caplog.records if r.getMessage() == "record dead-lettered"
+            ]
+            assert len(lines) == 2, [r.getMessage() for r in caplog.records]
+            return lines
+
+        lines = await assert_eventually(logged, timeout=30)
+    seen = sorted(
+        (r.partition, r.offset, r.reason)  # type: ignore[attr-defined]
+        for r in lines
+    )
+    assert seen == sorted(
+        [
+            (poison.partition, poison.offset, "undecodable"),
+            (misrouted.partition, misrouted.offset, "misrouted"),
+        ]
+    )
+    assert all(r.levelno == logging.WARNING for r in lines)
+    for record in caplog.records:
+        assert secret not in record.getMessage()
+        assert secret not in repr(record.__dict__)
+
+
+async def test_the_session_sends_every_command_on_its_loops_partition(
+    kafka_bootstrap: str, lane: str
+) -> None:
+    """Commands sent through the public client are keyed by the canonical loop id
+    and sit on the partition that key belongs to: the client cannot misroute.
+    """
+    names = await apply_topic_set(kafka_bootstrap, lane, partitions=3)
+    loops = [LoopId(uuid4()) for _ in range(12)]
+    session = await connect(kafka_bootstrap, names)
+    try:
+        for loop_id in loops:
+            await session.submit_to_loop(loop_id, "hello")
+            await session.interrupt(loop_id)
+    finally:
+        await session.close()
+    consumer = AIOKafkaConsumer(
+        names.commands, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest"
+    )
+    records: list[Any] = []
+    async with asyncio.timeout(60):
+        await consumer.start()
+        try:
+            while len(records) < 2 * len(loops):
+                for part in (await consumer.getmany(timeout_ms=500)).values():
+                    records.extend(part)
+        finally:
+            await consumer.stop()
+    for record in records:
+        loop_id = _CODEC.unmarshal_command(record.value).loop_id
+        assert record.key == loop_key(loop_id)
+        assert record.partition == partition_for(record.key, 3)
 
 
 # --------------------------------------------------------------------------

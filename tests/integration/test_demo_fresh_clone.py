@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests.support.cluster import free_port_range
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 _SKIP_NAMES = {
@@ -156,9 +156,8 @@ def test_demo_runs_from_a_fresh_clone(kafka_bootstrap: str, tmp_path: Path) -> N
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    # Below the ephemeral range: the broker manager refuses ports inside it.
+    return free_port_range(1)
 
 
 @pytest.mark.timeout(300)

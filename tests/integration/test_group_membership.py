@@ -39,7 +39,7 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     unique_prefix,
 )
 
-from turnstream.events import TurnInterrupted, TurnStarted
+from turnstream.events import RejectReason, TurnInterrupted, TurnRejected, TurnStarted
 from turnstream.ids import CommandId, LoopId
 from turnstream.kafka.client.session import KafkaSession
 
@@ -67,6 +67,29 @@ async def test_kill_nine_churn_no_self_exit_and_invariants(
             t: k for t, k in report.interrupted_turns.items() if k != "TurnInterrupted"
         }
         assert wrong == {}, f"interrupted turns that did not end interrupted: {wrong}"
+        # Every interrupt names its turn: it ended that turn, or (read after
+        # the turn ended, e.g. re-read after a takeover) it was answered so.
+        ended_interrupted = {
+            e.event.header.turn_id
+            for e in entries
+            if isinstance(e.event, TurnInterrupted)
+        }
+        answered_ended = {
+            e.event.reply_to()
+            for e in entries
+            if isinstance(e.event, TurnRejected)
+            and e.event.reason is RejectReason.TURN_ENDED
+        }
+        unaccounted = {
+            command_id: turn_id
+            for command_id, turn_id in report.interrupts.items()
+            if turn_id not in ended_interrupted and command_id not in answered_ended
+        }
+        assert unaccounted == {}, unaccounted
+        print(
+            f"interrupts: {len(report.interrupts)} sent, "
+            f"{len(answered_ended & set(report.interrupts))} answered turn_ended"
+        )
     finally:
         await delete_topic_set(kafka_bootstrap, prefix)
 

@@ -65,7 +65,10 @@ class ActorFleet:
     self_exits: list[tuple[str, int | None, list[str]]] = field(default_factory=list)
     _count: int = 0
 
-    async def spawn(self, *more: str) -> ActorProcess:
+    async def spawn(
+        self, *more: str, env: dict[str, str] | None = None
+    ) -> ActorProcess:
+        """Start one actor (``env`` adds to this process's environment)."""
         self._count += 1
         name = f"actor-{self._count}"
         argv = [
@@ -92,7 +95,7 @@ class ActorFleet:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
         actor = ActorProcess(name, process)
         actor.reader = asyncio.create_task(actor.follow())

@@ -3,9 +3,10 @@
 :func:`run_churn` keeps ``actors`` loop-actor processes running while it kills
 one with SIGKILL every ``kill_every`` seconds and starts a replacement at once
 (as a supervisor would). Meanwhile every loop runs turns back to back; every
-``interrupt_every``-th turn is interrupted as soon as the client sees it start
-(an interrupt sent after the turn's terminal was written counts as late, not
-as sent while the turn was open). The
+``interrupt_every``-th turn is interrupted as soon as the client sees it start,
+by an interrupt naming that turn, so one read late (after a takeover, or once a
+later turn runs) cancels nothing else (an interrupt sent after the turn's
+terminal was written counts as late, not as sent while the turn was open). The
 report has what the test asserts (no actor left by itself, every submit, the
 interrupts and how their turns ended) and what the benchmark prints (the
 takeover times: from a kill to the next event committed on each partition the
@@ -20,13 +21,15 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID, uuid4
 
 from tests.support.actors import ActorFleet
 from tests.support.kafka_harness import connect
 
-from turnstream.events import TokenDelta, TurnStarted
+from turnstream.commands import Interrupt
+from turnstream.events import Agency, TokenDelta, TurnStarted
 from turnstream.ids import CommandId, LoopId
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.topology import TopicNames
@@ -48,6 +51,8 @@ class ChurnReport:
     late_interrupts: int = 0
     interrupt_misses: list[tuple[UUID, UUID, str, float]] = field(default_factory=list)
     terminals: Counter[str] = field(default_factory=Counter)
+    # Every interrupt sent: its command id -> the turn it named.
+    interrupts: dict[UUID, UUID] = field(default_factory=dict)
 
 
 @dataclass
@@ -94,8 +99,19 @@ async def _worker(
                             and sent_interrupt_for is None
                             and isinstance(event, TurnStarted)
                         ):
-                            await session.interrupt(loop_id)
+                            # Named: read late (after a takeover, or once a
+                            # later turn runs) it cancels nothing else.
                             sent_interrupt_for = event.header.turn_id
+                            named = Interrupt(
+                                command_id=uuid4(),
+                                session_id=session.session_id,
+                                loop_id=loop_id,
+                                created_at=datetime.now(UTC),
+                                agency=Agency.USER,
+                                turn_id=sent_interrupt_for,
+                            )
+                            await session.send(named)
+                            report.interrupts[named.command_id] = sent_interrupt_for
                             sent_at = time.time()
                     outcome = await turn.outcome()
         except TimeoutError:

@@ -9,11 +9,11 @@ only gates the lane (a test needing Kafka never silently skips in CI).
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.cluster import free_port_range
 from tests.support.kafka_harness import PROJECT_DIR
 
 from turnstream.devbroker import BrokerSettings, DevBroker
@@ -23,10 +23,13 @@ __all__ = ["free_port", "own_broker"]
 
 
 def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A TCP port nothing listens on right now, below the ephemeral range.
+
+    A broker port inside the kernel's ephemeral range can be taken by a
+    client's own outgoing connection while the broker is down (the broker
+    manager refuses such ports).
+    """
+    return free_port_range(1)
 
 
 @pytest.fixture

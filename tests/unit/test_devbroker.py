@@ -18,6 +18,7 @@ from turnstream.devbroker import (
     ClusterSettings,
     DevBroker,
     DevCluster,
+    EphemeralPortError,
     JarFetchError,
     JavaNotFoundError,
     MavenNotFoundError,
@@ -379,6 +380,46 @@ def test_up_with_port_taken_is_a_clear_error(
         broker.up()
     assert (info.value.port, info.value.role) == (listening_port, "client")
     assert "TURNSTREAM_BROKER_PORT" in str(info.value)
+
+
+def test_up_on_an_ephemeral_port_is_a_clear_error(
+    checkout: Path, tmp_path: Path
+) -> None:
+    """A client port in the kernel's ephemeral range: refused before anything runs."""
+    ephemeral = process.ephemeral_port_range()
+    if ephemeral is None:
+        pytest.skip("no /proc/sys/net/ipv4/ip_local_port_range here")
+    port = next(
+        p
+        for p in range(ephemeral[0], ephemeral[1])
+        if process.port_is_free("127.0.0.1", p)
+    )
+    java_home = tmp_path / "jdk"
+    (java_home / "bin").mkdir(parents=True)
+    _fake_mvn(java_home / "bin", "exit 1")
+    (java_home / "bin" / "mvn").rename(java_home / "bin" / "java")
+    env = {
+        "TURNSTREAM_BROKER_PORT": str(port),
+        "JAVA_HOME": str(java_home),
+        "PATH": "",
+    }
+    settings = BrokerSettings.for_project(checkout, env)
+    broker = DevBroker(settings, probe=_never_called, env=env)
+    with pytest.raises(EphemeralPortError) as info:
+        broker.up()
+    assert info.value.kind == "ephemeral_port"
+    assert (info.value.port, info.value.role) == (port, "client")
+    assert (info.value.low, info.value.high) == ephemeral
+    assert "TURNSTREAM_BROKER_PORT" in str(info.value)
+    assert not settings.pid_path.exists()
+
+
+def test_ephemeral_port_range_reads_the_kernel_setting(tmp_path: Path) -> None:
+    """The range comes from ip_local_port_range; unreadable means unknown."""
+    path = tmp_path / "ip_local_port_range"
+    path.write_text("32768\t60999\n")
+    assert process.ephemeral_port_range(path) == (32768, 60999)
+    assert process.ephemeral_port_range(tmp_path / "missing") is None
 
 
 def test_cluster_settings_ports_and_layout(checkout: Path) -> None:

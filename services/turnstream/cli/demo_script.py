@@ -37,7 +37,7 @@ from turnstream.events import (
     TurnDone,
     TurnStarted,
 )
-from turnstream.ids import CommandId, LoopId
+from turnstream.ids import CommandId, LoopId, TurnId
 from turnstream.runtime.subscription import EventFilter, Subscription
 
 __all__ = [
@@ -81,8 +81,10 @@ class ScriptSession(Protocol):
         """Send input to a loop."""
         ...
 
-    async def interrupt(self, loop_id: LoopId | None = None) -> bool:
-        """Interrupt the loop's running turn."""
+    async def interrupt(
+        self, loop_id: LoopId | None = None, *, turn_id: TurnId | None = None
+    ) -> bool:
+        """Interrupt the loop's running turn (or only turn ``turn_id``)."""
         ...
 
 

@@ -8,6 +8,7 @@ Owns the ``BrokerError`` branch of the turnstream error tree::
         ├── MavenNotFoundError      no ``mvn`` executable and no cached jars
         ├── JarFetchError           Maven ran but failed (keeps its output tail)
         ├── PortInUseError          a port the broker needs is taken by another process
+        ├── EphemeralPortError      a broker port lies in the kernel's ephemeral range
         ├── StorageFormatError      ``kafka.tools.StorageTool format`` failed
         ├── BrokerExitedError       the JVM died during start-up (keeps the log tail)
         ├── BrokerNotReadyError     the JVM runs but no admin call succeeded in time
@@ -28,6 +29,7 @@ __all__ = [
     "BrokerExitedError",
     "BrokerNotReadyError",
     "BrokerStopError",
+    "EphemeralPortError",
     "JarFetchError",
     "JavaNotFoundError",
     "MavenNotFoundError",
@@ -112,6 +114,38 @@ class PortInUseError(BrokerError):
             f"{role} port {host}:{port} is in use by another process; stop it, "
             f"pick another port with {env_var}=<port>, or point "
             f"KAFKA_BOOTSTRAP_SERVERS at a broker that already runs there"
+        )
+
+
+class EphemeralPortError(BrokerError):
+    """A broker port lies inside the kernel's ephemeral (client) port range.
+
+    The kernel hands such ports to outgoing connections. While the broker is
+    down, a client reconnecting to it can be given the very port as its own
+    source port and connect to itself, holding the port so the broker cannot
+    bind it again.
+
+    Attributes:
+        port: the port asked for.
+        role: ``"client"`` or ``"controller"``.
+        env_var: the variable that moves this port elsewhere.
+        low: the range's first port.
+        high: the range's last port.
+    """
+
+    kind = "ephemeral_port"
+
+    def __init__(self, port: int, role: str, env_var: str, low: int, high: int) -> None:
+        self.port = port
+        self.role = role
+        self.env_var = env_var
+        self.low = low
+        self.high = high
+        super().__init__(
+            f"{role} port {port} is in the ephemeral port range {low}-{high} "
+            f"(/proc/sys/net/ipv4/ip_local_port_range): a reconnecting client "
+            f"can take it while the broker is down; pick a port below {low} "
+            f"with {env_var}=<port>"
         )
 
 

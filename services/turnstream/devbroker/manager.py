@@ -30,6 +30,7 @@ from turnstream.devbroker.errors import (
     BrokerConfigChangedError,
     BrokerExitedError,
     BrokerNotReadyError,
+    EphemeralPortError,
     PortInUseError,
     StorageFormatError,
 )
@@ -215,6 +216,7 @@ class DevBroker:
             MavenNotFoundError: jars not cached and no ``mvn``.
             JarFetchError: Maven failed.
             PortInUseError: another process holds the client or controller port.
+            EphemeralPortError: a port lies in the kernel's ephemeral range.
             StorageFormatError: formatting the data directory failed.
             BrokerExitedError: the JVM died during start-up.
             BrokerNotReadyError: the JVM runs but never answered an admin call.
@@ -323,6 +325,9 @@ class DevBroker:
         ):
             if not process.port_is_free(s.host, port):
                 raise PortInUseError(s.host, port, role, env_var)
+            ephemeral = process.ephemeral_port_range()
+            if ephemeral is not None and ephemeral[0] <= port <= ephemeral[1]:
+                raise EphemeralPortError(port, role, env_var, *ephemeral)
 
     def _write_config(self) -> None:
         s = self.settings

@@ -22,6 +22,7 @@ from pathlib import Path
 from turnstream.devbroker.errors import BrokerStopError, JavaNotFoundError
 
 __all__ = [
+    "ephemeral_port_range",
     "exit_status",
     "find_java",
     "find_processes",
@@ -53,6 +54,17 @@ def find_java(env: Mapping[str, str]) -> str:
     if found is None:
         raise JavaNotFoundError
     return found
+
+
+def ephemeral_port_range(
+    path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range"),
+) -> tuple[int, int] | None:
+    """The kernel's ephemeral port range (Linux); ``None`` where it is unknown."""
+    try:
+        low, high = (int(part) for part in path.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return low, high
 
 
 def port_is_free(host: str, port: int) -> bool:

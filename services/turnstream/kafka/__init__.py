@@ -20,7 +20,8 @@ Shared by all three, beside them:
   timeouts) and the bootstrap resolution from flags and
   ``KAFKA_BOOTSTRAP_SERVERS``; ``security``: ``KafkaSecurity`` and ``Secret``;
   ``clients``: ``KafkaClients``, which builds every producer, consumer and
-  admin client from one settings object;
+  admin client from one settings object; ``backoff``: exponential backoff with
+  jitter and the reconnect gate every client built there gets;
 - ``topology``: ``TopicNames`` and the co-partitioning check; ``records``:
   record keys and dead-letter headers; ``reader``: bounded partition scans;
 - ``errors``: typed admin, login, TLS and ACL errors; ``faults``:

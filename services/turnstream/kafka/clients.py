@@ -13,6 +13,7 @@ runtime or the wire codec.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
@@ -22,7 +23,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from turnstream.errors import TransportError
-from turnstream.kafka.connection import KafkaConnection
+from turnstream.kafka.backoff import ConnectGate
+from turnstream.kafka.connection import ConnectStats, KafkaConnection
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.security import KafkaSecurity
 
@@ -52,12 +54,22 @@ class KafkaClients:
         security: protocol, SASL and TLS settings (passed to every client).
         client_id: prefix of every client's id (shown in broker logs).
         max_request_bytes: producers' ``max_request_size``.
+        reconnect_backoff: seconds before the first reconnect to a broker that
+            refused a connection (each client, each broker).
+        reconnect_backoff_max: the longest wait between reconnects; doubled
+            per failure with jitter up to this, so a down broker sees a few
+            attempts a second per process, not one per request.
+        connect_stats: connection attempts and failures of every client built
+            here (one object shared by the process's clients).
     """
 
     connection: KafkaConnection
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     client_id: str = "turnstream"
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    reconnect_backoff: float = 0.1
+    reconnect_backoff_max: float = 5.0
+    connect_stats: ConnectStats = field(default_factory=ConnectStats, compare=False)
 
     @property
     def bootstrap(self) -> str:
@@ -77,35 +89,46 @@ class KafkaClients:
         """Keyword arguments shared by every client, with a client id for ``role``."""
         return {**self._common, "client_id": f"{self.client_id}-{role}"}
 
+    def _gated(self, inner: Any) -> None:
+        ConnectGate(
+            self.reconnect_backoff, self.reconnect_backoff_max, self.connect_stats
+        ).install(inner)
+
     def transactional_producer(
         self, transactional_id: str, *, transaction_timeout_ms: int = 60_000
     ) -> AIOKafkaProducer:
         """A transactional (hence idempotent, ``acks=all``) producer."""
-        return AIOKafkaProducer(
+        producer = AIOKafkaProducer(
             **self.common("txn"),
             transactional_id=transactional_id,
             transaction_timeout_ms=transaction_timeout_ms,
             max_request_size=self.max_request_bytes,
             linger_ms=0,
         )
+        self._gated(producer.client)
+        return producer
 
     def idempotent_producer(self, role: str) -> AIOKafkaProducer:
         """An idempotent ``acks=all`` producer (commands: no duplicates, no loss)."""
-        return AIOKafkaProducer(
+        producer = AIOKafkaProducer(
             **self.common(role),
             enable_idempotence=True,
             acks="all",
             max_request_size=self.max_request_bytes,
         )
+        self._gated(producer.client)
+        return producer
 
     def lossy_producer(self, role: str, *, linger_ms: int = 0) -> AIOKafkaProducer:
         """A fast ``acks=1`` producer for live-only records (deltas)."""
-        return AIOKafkaProducer(
+        producer = AIOKafkaProducer(
             **self.common(role),
             acks=1,
             linger_ms=linger_ms,
             max_request_size=self.max_request_bytes,
         )
+        self._gated(producer.client)
+        return producer
 
     def consumer(
         self,
@@ -128,11 +151,15 @@ class KafkaClients:
             ),
             **extra,
         }
-        return AIOKafkaConsumer(*topics, **kwargs)
+        consumer = AIOKafkaConsumer(*topics, **kwargs)
+        self._gated(consumer._client)
+        return consumer
 
     def admin(self) -> AIOKafkaAdminClient:
         """An admin client (start it with :func:`start_client`)."""
-        return AIOKafkaAdminClient(**self.common("admin"))
+        admin = AIOKafkaAdminClient(**self.common("admin"))
+        self._gated(admin._client)
+        return admin
 
 
 async def start_client(client: Any, *, seconds: float, operation: str) -> None:
@@ -147,6 +174,14 @@ async def start_client(client: Any, *, seconds: float, operation: str) -> None:
     except (TimeoutError, KafkaError, OSError) as exc:
         await stop_client(client, seconds=seconds)
         raise transport_error(operation, exc) from exc
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        # One of the client's own tasks was cancelled under it (as in
+        # ``stop_client``): a failed start, retried like a transient one.
+        await stop_client(client, seconds=seconds)
+        raise TransportError(operation, "cancelled inside", retriable=True) from exc
 
 
 async def reachable(client: Any, *, seconds: float) -> bool:
@@ -169,7 +204,11 @@ async def stop_client(client: Any, *, seconds: float) -> None:
     """Stop or close an aiokafka client, bounded; a failure to stop is ignored.
 
     Stopping is best effort (the process or partition is going away); a
-    cancellation still propagates.
+    cancellation of the calling task still propagates. A ``CancelledError``
+    that is not one (aiokafka's consumer cancels its pending fetches and
+    awaits them unguarded, so one escapes ``stop`` while a fetch is backing
+    off, as during a broker outage) counts as a failed stop: the client's
+    connections are closed and the caller carries on.
     """
     closer = getattr(client, "stop", None) or client.close
     try:
@@ -177,3 +216,18 @@ async def stop_client(client: Any, *, seconds: float) -> None:
             await closer()
     except (TimeoutError, KafkaError, OSError, TransportError):
         return
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        await _close_connections(client)
+
+
+async def _close_connections(client: Any) -> None:
+    """Close what a consumer's interrupted ``stop`` left open (bounded)."""
+    inner = getattr(client, "_client", None) or getattr(client, "client", None)
+    if inner is None:
+        return
+    with contextlib.suppress(TimeoutError, KafkaError, OSError):
+        async with asyncio.timeout(1.0):
+            await inner.close()

@@ -2,7 +2,8 @@
 
 Owns ``KafkaConnection`` (bootstrap servers plus the timeouts every admin and client
 call runs under) and its parsing from flags and an environment mapping
-(``KAFKA_BOOTSTRAP_SERVERS``; else the local broker's ``TURNSTREAM_BROKER_PORT``).
+(``KAFKA_BOOTSTRAP_SERVERS``; else the local broker's ``TURNSTREAM_BROKER_PORT``),
+and ``ConnectStats`` (broker connection attempts, counted across clients).
 Environment variables are read only from the mapping passed in.
 
 Must not import aiokafka.
@@ -19,6 +20,7 @@ from turnstream.errors import ConfigError
 __all__ = [
     "BOOTSTRAP_ENV",
     "DEFAULT_BOOTSTRAP",
+    "ConnectStats",
     "KafkaConnection",
     "parse_bootstrap",
     "resolve_bootstrap",
@@ -70,6 +72,18 @@ def resolve_bootstrap(flag: str | None, env: Mapping[str, str]) -> str:
     if port:
         return parse_bootstrap(f"127.0.0.1:{port}", setting=_LOCAL_PORT_ENV)
     return DEFAULT_BOOTSTRAP
+
+
+@dataclass(slots=True)
+class ConnectStats:
+    """Broker connection attempts of one process's clients, and the refused ones.
+
+    Counted by the reconnect gate every client gets
+    (:mod:`turnstream.kafka.backoff`); attempts it holds back are not counted.
+    """
+
+    attempts: int = 0
+    failures: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -204,6 +204,16 @@ class MetricsSource(Protocol):
         ...
 
     @property
+    def kafka_connect_attempts(self) -> int:
+        """Broker connection attempts of this process's clients."""
+        ...
+
+    @property
+    def kafka_connect_failures(self) -> int:
+        """Of those, the ones that failed."""
+        ...
+
+    @property
     def rebalances(self) -> int:
         """Consumer-group rebalances taken part in."""
         ...
@@ -366,6 +376,16 @@ class ServiceCollector(Collector):
         )
         yield _counter(
             "kafka_outages", "Times the broker stopped answering.", s.kafka_outages
+        )
+        yield _counter(
+            "kafka_connects",
+            "Broker connection attempts (backed off while a broker refuses them).",
+            s.kafka_connect_attempts,
+        )
+        yield _counter(
+            "kafka_connect_failures",
+            "Broker connection attempts that failed.",
+            s.kafka_connect_failures,
         )
         yield _counter(
             "rebalances", "Consumer-group rebalances taken part in.", s.rebalances

@@ -314,7 +314,9 @@ class LoopActor:
             case Posted():
                 await self._take(message)
             case InterruptRequest():
-                _settle(message.reply, machine.on_interrupt())
+                _settle(
+                    message.reply, await machine.on_interrupt_command(message.command)
+                )
             case ShutdownRequest():
                 self._shutdown_waiters.append(message.reply)
                 await machine.on_shutdown()
@@ -351,7 +353,7 @@ class LoopActor:
             case RespondGate():
                 await machine.on_answer(command)
             case Interrupt():
-                machine.on_interrupt()
+                await machine.on_interrupt_command(command)
             case Shutdown():
                 await machine.on_shutdown(durable=True)
             case _:

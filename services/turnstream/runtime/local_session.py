@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Self
 from turnstream.commands import Interrupt, RespondGate, Retract, Shutdown, SubmitInput
 from turnstream.errors import SessionError
 from turnstream.events import Agency
-from turnstream.ids import CommandId, GateId, LoopId, SessionId
+from turnstream.ids import CommandId, GateId, LoopId, SessionId, TurnId
 from turnstream.runtime.actor import LoopActor
 from turnstream.runtime.agent import Agent
 from turnstream.runtime.config import LoopConfig
@@ -362,11 +362,18 @@ class LocalSession:
             "created_at": self._clock.now(),
         }
 
-    async def interrupt(self, loop_id: LoopId | None = None) -> bool:
-        """Cancel the running turn of one loop, or of every loop concurrently."""
+    async def interrupt(
+        self, loop_id: LoopId | None = None, *, turn_id: TurnId | None = None
+    ) -> bool:
+        """Cancel the running turn of one loop, or of every loop concurrently.
+
+        With ``turn_id``, only that turn (see :class:`~turnstream.commands.Interrupt`).
+        """
 
         async def one(actor: LoopActor) -> bool:
-            command = Interrupt.model_validate(self._header(actor.loop_id))
+            command = Interrupt.model_validate(
+                {**self._header(actor.loop_id), "turn_id": turn_id}
+            )
             try:
                 return await actor.interrupt(command)
             except LoopClosedError:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TypeVar
 
-from turnstream.commands import RespondGate, Retract, SubmitInput
+from turnstream.commands import Interrupt, RespondGate, Retract, SubmitInput
 from turnstream.content import Conversation
 from turnstream.events import (
     Agency,
@@ -471,6 +471,24 @@ class LoopMachine:
             return False
         active.cancel(self._mail, self.config.drain_timeout)
         return True
+
+    async def on_interrupt_command(self, command: Interrupt) -> bool:
+        """Apply an ``Interrupt``; ``True`` iff it cancelled a turn.
+
+        Without a turn id it cancels whichever turn runs. With one, only that
+        turn: a turn no longer running (ended, or never this loop's) is left
+        alone, and so is any later turn, and the interrupt is answered
+        ``TurnRejected{turn_ended}``, so its sender is not left waiting.
+        """
+        active = self._active
+        if command.turn_id is None or (
+            active is not None and active.turn_id == command.turn_id
+        ):
+            return self.on_interrupt()
+        await self._writer.reject(
+            CommandId(command.command_id), RejectReason.TURN_ENDED
+        )
+        return False
 
     async def on_shutdown(self, *, durable: bool = False) -> None:
         """Stop: cancel the turn (its terminal finishes the shutdown) or stop now.

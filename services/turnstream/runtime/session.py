@@ -21,7 +21,7 @@ from typing import Protocol
 
 from turnstream.content import Block, TextBlock, UserMessage
 from turnstream.events import Agency
-from turnstream.ids import CommandId, GateId, LoopId, SessionId
+from turnstream.ids import CommandId, GateId, LoopId, SessionId, TurnId
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.hooks import HookRunner
 from turnstream.runtime.model_client import ModelClient
@@ -70,8 +70,14 @@ class Session(Protocol):
         """Watch later events (no replay); subscribe before submitting."""
         ...
 
-    async def interrupt(self, loop_id: LoopId | None = None) -> bool:
-        """Cancel the running turn of one loop (or all); true iff one was."""
+    async def interrupt(
+        self, loop_id: LoopId | None = None, *, turn_id: TurnId | None = None
+    ) -> bool:
+        """Cancel the running turn of one loop (or all); true iff one was.
+
+        With ``turn_id``, only that turn: if it no longer runs, nothing is
+        cancelled and the loop answers ``TurnRejected{turn_ended}``.
+        """
         ...
 
     async def respond_gate(self, gate_id: GateId, action: str) -> None:

@@ -573,7 +573,9 @@ COMMAND_READERS: dict[str, CommandReader] = {
             "max_tokens": _opt_int(r, "max_tokens"),
         }
     ),
-    "Interrupt": lambda env, r: Interrupt.model_validate(_base(env)),
+    "Interrupt": lambda env, r: Interrupt.model_validate(
+        {**_base(env), "turn_id": _opt_uuid(r, "turn_id")}
+    ),
     "RespondGate": lambda env, r: RespondGate.model_validate(
         {**_base(env), "gate_id": _uuid(r, "gate_id"), "action": _str(r, "action")}
     ),

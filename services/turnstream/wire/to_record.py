@@ -434,7 +434,9 @@ def _command_payload(command: AnyCommand) -> Record:
                 "model": command.model,
                 "max_tokens": command.max_tokens,
             }
-        case Interrupt() | Shutdown():
+        case Interrupt():
+            return {"turn_id": _opt_uuid(command.turn_id)}
+        case Shutdown():
             return {}
         case RespondGate():
             return {"gate_id": _uuid(command.gate_id), "action": command.action}

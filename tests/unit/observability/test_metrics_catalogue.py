@@ -53,6 +53,8 @@ def populated() -> ServiceMetrics:
     m.consumer_lag.update({0: 30, 2: 31})
     m.kafka_reachable = False
     m.kafka_outages = 32
+    m.kafka_connects.attempts = 40
+    m.kafka_connects.failures = 41
     m.rebalances = 33
     m.partitions_kept = 34
     m.partitions_moved = 35
@@ -135,6 +137,8 @@ def test_every_exported_metric_renders_its_value() -> None:
         ("turnstream_consumer_lag_records", (("partition", "2"),)): 31.0,
         ("turnstream_kafka_reachable", ()): 0.0,
         ("turnstream_kafka_outages_total", ()): 32.0,
+        ("turnstream_kafka_connects_total", ()): 40.0,
+        ("turnstream_kafka_connect_failures_total", ()): 41.0,
         ("turnstream_rebalances_total", ()): 33.0,
         ("turnstream_partitions_kept_total", ()): 34.0,
         ("turnstream_partitions_moved_total", ()): 35.0,

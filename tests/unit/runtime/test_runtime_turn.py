@@ -26,6 +26,7 @@ from turnstream.events import (
     InputQueued,
     LoopIdle,
     LoopStarted,
+    RejectReason,
     StepDone,
     TokenDelta,
     ToolCallCompleted,
@@ -33,9 +34,10 @@ from turnstream.events import (
     TurnDone,
     TurnFailed,
     TurnInterrupted,
+    TurnRejected,
     TurnStarted,
 )
-from turnstream.ids import LoopId, SessionId
+from turnstream.ids import LoopId, SessionId, TurnId
 from turnstream.memory import InMemoryHub, InMemoryJournal
 from turnstream.runtime import (
     INTERRUPTED_NOTICE,
@@ -232,6 +234,35 @@ async def test_interrupt_mid_turn() -> None:
         await rig.submit("b")
         await rig.idle()
         assert rig.recorder.of_type(TurnDone)[0].turn_index == 2
+
+
+async def test_interrupt_naming_an_ended_turn_cancels_nothing_and_is_answered() -> None:
+    """An interrupt names its turn: once that turn ended it leaves the next turn
+    running (acks false) and is answered ``TurnRejected{turn_ended}``; naming the
+    running turn cancels it.
+    """
+    second, third = Pause(), Pause()
+    async with open_rig(
+        text_step("one"), [second, *text_step("two")], [third, *text_step("three")]
+    ) as rig:
+        await rig.submit("a")
+        await rig.idle()
+        ended = rig.recorder.of_type(TurnDone)[0].header.turn_id
+        await rig.submit("b")
+        await second.wait_reached()
+        assert await rig.session.interrupt(turn_id=TurnId(ended)) is False
+        rejected = rig.recorder.of_type(TurnRejected)
+        assert [r.reason for r in rejected] == [RejectReason.TURN_ENDED]
+        second.release()
+        await rig.idle()
+        assert [t.turn_index for t in rig.recorder.of_type(TurnDone)] == [1, 2]
+        await rig.submit("c")
+        await third.wait_reached()
+        running = rig.recorder.of_type(TurnStarted)[-1].header.turn_id
+        assert await rig.session.interrupt(turn_id=TurnId(running)) is True
+        await rig.idle()
+        assert [t.turn_index for t in rig.recorder.of_type(TurnInterrupted)] == [3]
+        assert rig.recorder.of_type(TurnInterrupted)[0].header.turn_id == running
 
 
 async def test_interrupt_idle() -> None:

@@ -314,7 +314,7 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         }
     ),
     "Interrupt": lambda: Interrupt.model_validate(
-        {**_command_base(), "agency": Agency.MACHINE}
+        {**_command_base(), "agency": Agency.MACHINE, "turn_id": uid(11)}
     ),
     "RespondGate": lambda: RespondGate.model_validate(
         {**_command_base(), "gate_id": GATE, "action": "approve"}

@@ -24,6 +24,7 @@ from turnstream.events import (
     TurnRejected,
     TurnStarted,
 )
+from turnstream.kafka.connection import ConnectStats
 
 __all__ = [
     "DEFAULT_LATENCY_BUCKETS",
@@ -160,6 +161,9 @@ class ServiceMetrics:
         consumer_lag: per commands partition, end offset minus position.
         kafka_reachable: whether the last broker check answered.
         kafka_outages: times the broker stopped answering.
+        kafka_connects: connection attempts of this process's Kafka clients
+            and the refused ones (their reconnect backoff bounds the rate
+            while a broker is down).
         rebalances: consumer-group rebalances this process took part in.
         partitions_kept: partitions assigned again to this process by a
             rebalance, carried on without a restore.
@@ -204,12 +208,23 @@ class ServiceMetrics:
     consumer_lag: dict[int, int] = field(default_factory=dict)
     kafka_reachable: bool = True
     kafka_outages: int = 0
+    kafka_connects: ConnectStats = field(default_factory=ConnectStats)
     rebalances: int = 0
     partitions_kept: int = 0
     partitions_moved: int = 0
     bridged: int = 0
     rejoins: int = 0
     drain_interrupted: int = 0
+
+    @property
+    def kafka_connect_attempts(self) -> int:
+        """Broker connection attempts of this process's clients."""
+        return self.kafka_connects.attempts
+
+    @property
+    def kafka_connect_failures(self) -> int:
+        """Of those, the ones that failed."""
+        return self.kafka_connects.failures
 
     def committed(self, events: Iterable[EnduringEvent]) -> None:
         """Count the turn-level events of one committed append."""

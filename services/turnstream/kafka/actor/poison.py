@@ -6,13 +6,18 @@ sits on the partition that key belongs to -- anything else would give a loop a
 second writer or a second spelling of itself) and :func:`dead_letter` (the
 full record; if the dead-letter topic refuses it as it is, a bounded one; if
 even that is refused, the offset is given up and counted, so a poison record
-never holds the committed offset). Used by the partition runner; imports the
-writer, the shared record helpers and the wire codec.
+never holds the committed offset). Every record settled so is logged once,
+with its partition, offset and reason, never its content; the lines are
+rate-limited per process (a burst, then one per interval carrying how many
+were held back). Used by the partition runner; imports the writer, the shared
+record helpers and the wire codec.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from turnstream.commands import AnyCommand
@@ -34,6 +39,53 @@ from turnstream.wire import Codec
 __all__ = ["Poison", "check_command", "dead_letter"]
 
 _log = logging.getLogger(__name__)
+
+
+class DeadLetterLog:
+    """One warning per dead letter, at most ``burst`` per ``interval`` seconds.
+
+    Lines beyond that are held back and counted; the next line let through
+    carries ``suppressed=N``.
+    """
+
+    def __init__(
+        self,
+        *,
+        burst: int = 20,
+        interval: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._burst = burst
+        self._interval = interval
+        self._clock = clock
+        self._window = -interval
+        self._sent = 0
+        self._held = 0
+
+    def note(
+        self, *, topic: str, partition: int, offset: int, kind: DeadLetterKind
+    ) -> None:
+        """Log one dead-lettered record (no key, value or reason text)."""
+        now = self._clock()
+        if now - self._window >= self._interval:
+            self._window, self._sent = now, 0
+        if self._sent >= self._burst:
+            self._held += 1
+            return
+        self._sent += 1
+        extra: dict[str, object] = {
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "reason": kind.value,
+        }
+        if self._held:
+            extra["suppressed"] = self._held
+            self._held = 0
+        _log.warning("record dead-lettered", extra=extra)
+
+
+_DEAD_LETTER_LOG = DeadLetterLog()
 
 
 class Poison(Exception):
@@ -134,8 +186,10 @@ async def dead_letter(
             return False
         if attempt == 1:
             metrics.dead_letters_truncated += 1
+        _DEAD_LETTER_LOG.note(**where, kind=kind)
         return True
     # Refused even bounded: the offset must not hold the partition.
     metrics.dead_letters_dropped += 1
     writer.note_abandoned(record.offset, record_id)
+    _DEAD_LETTER_LOG.note(**where, kind=kind)
     return True

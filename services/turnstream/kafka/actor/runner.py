@@ -576,6 +576,16 @@ class PartitionRunner:
         self._closing = True
         await self._finish(list(self._live.values()))
 
+    async def give_up(self) -> None:
+        """Stop at once, writing nothing and waiting on no commit (Kafka is down).
+
+        The writer is failed first, so nothing waits for a transaction that
+        cannot commit; the next owner's restore ends the turns that ran here.
+        """
+        self._closing = True
+        self.writer.fail()
+        await self._finish(list(self._live.values()), grace=1.0)
+
     async def _stop_actor(self, entry: _Live) -> None:
         ctx = self._ctx
         actor = entry.actor
@@ -595,17 +605,18 @@ class PartitionRunner:
                 "loop did not stop in time", extra={"partition": self.partition}
             )
 
-    async def _finish(self, live: list[_Live]) -> None:
+    async def _finish(self, live: list[_Live], *, grace: float | None = None) -> None:
+        wait = self._ctx.stop_timeout if grace is None else grace
         if self._sweeper_task is not None:
             self._sweeper_task.cancel()
         for entry in live:
             entry.task.cancel()
         if live:
-            await asyncio.wait([e.task for e in live], timeout=self._ctx.stop_timeout)
+            await asyncio.wait([e.task for e in live], timeout=wait)
         self._live.clear()
         await self.writer.close()
         if self._writer_task is not None:
-            await asyncio.wait([self._writer_task], timeout=self._ctx.stop_timeout)
+            await asyncio.wait([self._writer_task], timeout=wait)
             if not self._writer_task.done():
                 self._writer_task.cancel()
                 await asyncio.wait([self._writer_task], timeout=1.0)

@@ -67,6 +67,7 @@ from turnstream.kafka.actor.deltas import DeltaPublisher
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.runner import PartitionRunner, RunnerContext, SetupFor
 from turnstream.kafka.actor.writer import WriterSettings, WriterState
+from turnstream.kafka.backoff import Backoff
 from turnstream.kafka.clients import (
     KafkaClients,
     reachable,
@@ -115,7 +116,8 @@ class ServiceSettings:
         drain_timeout: on a planned stop, seconds running turns may take to
             finish before they are interrupted and the partitions handed over.
         health_interval: seconds between broker reachability checks.
-        retry_backoff_max: longest wait between attempts to start the consumer.
+        retry_backoff_max: longest wait between attempts to start the consumer
+            or to take a failed partition over again (doubling with jitter).
         max_resident_loops: loops the process keeps live (actor and decoded
             state), shared evenly by its partitions; beyond that the least
             recently used idle loops are passivated (kept encoded, restored
@@ -187,6 +189,7 @@ class LoopActorService:
         self._clock = clock or SystemClock()
         self._ids = ids or RandomIds()
         self.metrics = metrics or ServiceMetrics()
+        self.metrics.kafka_connects = clients.connect_stats
         self._runners: dict[int, PartitionRunner] = {}
         self._partitions = 0
         self._to_reset: set[int] = set()
@@ -209,6 +212,8 @@ class LoopActorService:
         self._draining = False
         self._drain_deadline: float | None = None
         self._bridge_generation = -1
+        # Partitions whose takeover failed: when each may be tried again.
+        self._retries: dict[int, tuple[Backoff, float]] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -311,7 +316,7 @@ class LoopActorService:
         assignment (the group may take long to settle); an unreachable broker
         is retried with backoff, never fatal.
         """
-        backoff = 0.5
+        backoff = Backoff(0.5, self.settings.retry_backoff_max)
         waiting = False
         while not self._stop.is_set():
             consumer = self._new_consumer()
@@ -322,7 +327,7 @@ class LoopActorService:
                     operation="start commands consumer",
                 )
             except TransportError as exc:
-                if not exc.retriable:
+                if not exc.is_retriable:
                     raise
                 if not waiting:
                     waiting = True
@@ -331,9 +336,8 @@ class LoopActorService:
                         extra={"exc_type": type(exc.__cause__).__name__},
                     )
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(backoff):
+                    async with asyncio.timeout(backoff.next()):
                         await self._stop.wait()
-                backoff = min(backoff * 2, self.settings.retry_backoff_max)
                 continue
             consumer.subscribe(
                 [self.settings.topics.commands], listener=_Listener(self)
@@ -351,15 +355,29 @@ class LoopActorService:
         self.metrics.ready = False
         if self._opening:
             await asyncio.wait(list(self._opening.values()))
-        await self._stop_runners(set(self._runners))
+        # With Kafka unreachable nothing can be handed over: waiting for
+        # commits that cannot happen would only hold the exit past the drain.
+        offline = not self.metrics.kafka_reachable
+        if offline:
+            _log.warning(
+                "stopping while Kafka is unreachable: partitions given up "
+                "without writing (their next owner ends the turns they ran)",
+                extra={"partitions": ",".join(map(str, sorted(self._runners)))},
+            )
+        seconds = min(self.settings.stop_timeout, 2.0) if offline else None
+        await self._stop_runners(set(self._runners), offline=offline)
         await self._await_leaving()
         if self._consumer is not None:
-            await stop_client(self._consumer, seconds=self.settings.stop_timeout)
+            await stop_client(
+                self._consumer, seconds=seconds or self.settings.stop_timeout
+            )
         # An assignment that raced the stop may have opened runners: stop them.
-        await self._stop_runners(set(self._runners))
+        await self._stop_runners(set(self._runners), offline=offline)
         await self._await_leaving()
         if self._bridge is not None:
-            await stop_client(self._bridge, seconds=self.settings.stop_timeout)
+            await stop_client(
+                self._bridge, seconds=seconds or self.settings.stop_timeout
+            )
             self._bridge = None
 
     def _done(self) -> bool:
@@ -454,6 +472,11 @@ class LoopActorService:
                         _log.error(
                             "fetch denied by an ACL; stopping",
                             extra={"reason": str(denied)},
+                        )
+                    else:
+                        _log.error(
+                            "fetch failed and cannot be retried; stopping",
+                            extra={"exc_type": type(exc).__name__},
                         )
                     self._fatal = denied or transport_error("fetch commands", exc)
                     return
@@ -631,6 +654,7 @@ class LoopActorService:
                 rebuild[partition] = runner
             else:
                 self.metrics.partitions_moved += 1
+                self._retries.pop(partition, None)
                 self._leave(runner)
         for partition in kept:
             self._owned[partition] = generation
@@ -682,6 +706,8 @@ class LoopActorService:
         self._runners[partition] = runner
         if runner.broken:
             self._to_reset.add(partition)
+        else:
+            self._taken_over(partition)
         consumer.resume(tp)
         self._update_partitions()
         if not self._opening:
@@ -769,17 +795,44 @@ class LoopActorService:
             runner.writer.fail()
         except TurnstreamError as exc:
             # Kafka is unreachable or a loop cannot be restored right now: the
-            # consumer loop retries the takeover (records wait meanwhile).
-            _log.warning(
-                "partition takeover failed; will retry",
-                extra={"partition": partition, "exc_type": type(exc).__name__},
-            )
+            # consumer loop retries the takeover with backoff (records wait
+            # meanwhile). One line per failing streak, one when it ends.
+            if partition not in self._retries:
+                _log.warning(
+                    "partition takeover failed; will retry",
+                    extra={"partition": partition, "exc_type": type(exc).__name__},
+                )
+            self._retry_later(partition)
             await runner.abandon()
             runner.writer.fail()
         except BaseException:
             await runner.abandon()
             raise
         return runner
+
+    def _retry_later(self, partition: int) -> None:
+        """Back the next takeover attempt of ``partition`` off (jittered)."""
+        backoff, _ = self._retries.get(partition) or (
+            Backoff(
+                self.settings.writer.backoff_initial, self.settings.retry_backoff_max
+            ),
+            0.0,
+        )
+        not_before = asyncio.get_running_loop().time() + backoff.next()
+        self._retries[partition] = (backoff, not_before)
+
+    def _retry_due(self, partition: int) -> bool:
+        retry = self._retries.get(partition)
+        return retry is None or asyncio.get_running_loop().time() >= retry[1]
+
+    def _taken_over(self, partition: int) -> None:
+        """A takeover succeeded: log the end of a failing streak once."""
+        retry = self._retries.pop(partition, None)
+        if retry is not None:
+            _log.info(
+                "partition taken over again",
+                extra={"partition": partition, "attempts": retry[0].failures + 1},
+            )
 
     def _resident_share(self) -> int:
         """One partition's share of the resident budget."""
@@ -799,10 +852,13 @@ class LoopActorService:
         if self._runners.get(runner.partition) is not runner:
             # Already handed over (the partition moved, or is being rebuilt):
             # the new owner fencing its last commits is the handover itself.
-            _log.info(
-                "fenced after the partition moved",
-                extra={"partition": runner.partition, "state": state.value},
-            )
+            # A runner whose takeover failed was never current: its failure is
+            # logged by the takeover.
+            if state is WriterState.FENCED:
+                _log.info(
+                    "fenced after the partition moved",
+                    extra={"partition": runner.partition, "state": state.value},
+                )
             return
         _log.error(
             "partition writer broken",
@@ -811,7 +867,9 @@ class LoopActorService:
         self._to_reset.add(runner.partition)
         self.metrics.ready = False
 
-    async def _stop_runners(self, partitions: set[int]) -> None:
+    async def _stop_runners(
+        self, partitions: set[int], *, offline: bool = False
+    ) -> None:
         runners = [
             self._runners.pop(p) for p in sorted(partitions) if p in self._runners
         ]
@@ -819,7 +877,7 @@ class LoopActorService:
         if runners:
             async with asyncio.TaskGroup() as group:
                 for runner in runners:
-                    group.create_task(runner.release())
+                    group.create_task(runner.give_up() if offline else runner.release())
         self._update_partitions()
 
     async def _apply_resets(self) -> None:
@@ -830,23 +888,28 @@ class LoopActorService:
             runner = self._runners.get(partition)
             if runner is None or not runner.broken:
                 self._to_reset.discard(partition)
+                self._retries.pop(partition, None)
+                continue
+            if not self._retry_due(partition):
                 continue
             await runner.abandon()
             if runner.writer.state is WriterState.FENCED:
                 # Another process owns it; the group will take it from us.
                 self._runners.pop(partition, None)
                 self._to_reset.discard(partition)
+                self._retries.pop(partition, None)
                 continue
             tp = TopicPartition(self.settings.topics.commands, partition)
             if tp not in self._consumer.assignment():
                 # Not ours any more: re-initialising would fence the new owner.
                 self._runners.pop(partition, None)
                 self._to_reset.discard(partition)
+                self._retries.pop(partition, None)
                 continue
             generation = self._generation
             fresh = await self._open(partition, generation)
             if fresh.broken:
-                return  # takeover failed again: retried on the next round
+                continue  # takeover failed again: retried after its backoff
             if (
                 generation != self._generation
                 or self._runners.get(partition) is not runner
@@ -863,10 +926,16 @@ class LoopActorService:
                     self._consumer.seek(tp, committed)
             except (TimeoutError, KafkaError) as exc:
                 await fresh.handover()
-                _log.warning("rewind failed", extra={"exc_type": type(exc).__name__})
-                return
+                if partition not in self._retries:
+                    _log.warning(
+                        "rewind failed; will retry",
+                        extra={"partition": partition, "exc_type": type(exc).__name__},
+                    )
+                self._retry_later(partition)
+                continue
             self._runners[partition] = fresh
             self._to_reset.discard(partition)
+            self._taken_over(partition)
         self.metrics.ready = (
             not self._to_reset
             and not self._stopping

@@ -48,7 +48,6 @@ from aiokafka.errors import (
     RecordTooLargeError,
     UnknownProducerId,
 )
-from aiokafka.partitioner import DefaultPartitioner
 
 from turnstream.commands import AnyCommand, Interrupt, RespondGate, Retract, Shutdown
 from turnstream.commands import SubmitInput as SubmitCommand
@@ -71,14 +70,14 @@ from turnstream.events import (
     TurnInterrupted,
     TurnStarted,
 )
-from turnstream.ids import CommandId, GateId, LoopId, SessionId
+from turnstream.ids import CommandId, GateId, LoopId, SessionId, TurnId
 from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import JournalEntry, read_journal
-from turnstream.kafka.records import loop_key
+from turnstream.kafka.records import loop_key, partition_for
 from turnstream.kafka.security import KafkaSecurity
 from turnstream.kafka.topology import (
     COMMAND_RECORD_OVERHEAD,
@@ -389,8 +388,7 @@ class KafkaSession:
 
     def partition_of(self, loop_id: UUID) -> int:
         """The partition of ``loop_id`` on every co-partitioned topic."""
-        partitions = list(range(self._partitions))
-        return int(DefaultPartitioner()(loop_key(loop_id), partitions, partitions))
+        return partition_for(loop_key(loop_id), self._partitions)
 
     async def replay_entries(
         self, loop_id: UUID, *, from_: int = 0
@@ -442,9 +440,12 @@ class KafkaSession:
     async def send(self, command: AnyCommand) -> CommandId:
         """Send a prepared command; return its id once the broker has it.
 
-        The record goes to the partition of its loop id's key (Kafka's default
-        partitioner, as every client computes it), through an idempotent
-        producer, so the producer's own retries never duplicate it.
+        The record is keyed by the canonical text of its loop id and sent to
+        the partition this session computes for that key (Kafka's default
+        partitioner, as every client and the actors compute it), never one the
+        producer's configuration picks: a command the session sends is never
+        misrouted. It goes through an idempotent producer, so the producer's
+        own retries never duplicate it.
 
         Raises:
             SessionError: the session is closed.
@@ -472,7 +473,11 @@ class KafkaSession:
         try:
             async with asyncio.timeout(self._clients.connection.request_timeout):
                 await self._producer.send_and_wait(
-                    self._topics.commands, value, key=key, headers=headers
+                    self._topics.commands,
+                    value,
+                    key=key,
+                    partition=partition_for(key, self._partitions),
+                    headers=headers,
                 )
         except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
             # The topic takes less than this client was told: refused, never
@@ -686,14 +691,23 @@ class KafkaSession:
         turn.bind(command_id, from_journal=True)
         return turn
 
-    async def interrupt(self, loop_id: LoopId | None = None) -> bool:
+    async def interrupt(
+        self, loop_id: LoopId | None = None, *, turn_id: TurnId | None = None
+    ) -> bool:
         """Ask the loop to cancel its running turn; ``True`` once the broker has it.
 
-        Over Kafka the answer cannot say whether a turn was running: watch for
-        ``TurnInterrupted``.
+        With ``turn_id`` only that turn is cancelled, however late the
+        interrupt is read (after a restart, or once a later turn runs); if
+        that turn no longer runs the loop answers the interrupt
+        ``TurnRejected{turn_ended}``. Over Kafka the answer cannot say whether
+        a turn was running: watch for ``TurnInterrupted``.
         """
         target = loop_id or self._active
-        await self.send(Interrupt.model_validate(self._fields(target, Agency.USER)))
+        await self.send(
+            Interrupt.model_validate(
+                {**self._fields(target, Agency.USER), "turn_id": turn_id}
+            )
+        )
         return True
 
     async def respond_gate(
