@@ -12,7 +12,9 @@ scan always ends:
 * :func:`record_visible`: whether the record at one offset is visible
   ``read_committed`` (used to settle a commit whose answer was lost).
 
-Every call runs under the connection's timeouts. Part of ``turnstream.kafka``;
+Every call runs under the connection's timeouts. A fetch an ACL denies raises
+:class:`~turnstream.kafka.errors.KafkaAuthorizationError` (``Read`` on the
+topic), never a retriable transport error. Part of ``turnstream.kafka``;
 imports the wire codec; never the runtime's actor.
 """
 
@@ -95,7 +97,12 @@ async def _scan(
     consumer = clients.consumer(
         "reader", read_committed=read_committed, auto_offset_reset="earliest"
     )
-    await start_client(consumer, seconds=seconds, operation="start reader")
+    await start_client(
+        consumer,
+        seconds=seconds,
+        operation="start reader",
+        security=clients.security,
+    )
     try:
         consumer.assign([tp])
         consumer.seek(tp, max(start or 0, 0))
@@ -103,7 +110,15 @@ async def _scan(
             end = int((await consumer.end_offsets([tp]))[tp])
         await _drain(consumer, tp, end, handle, seconds)
     except (TimeoutError, KafkaError, OSError) as exc:
-        raise transport_error(f"read {tp.topic}[{tp.partition}]", exc) from exc
+        # A denied fetch stays a typed, non-retriable denial naming Read on
+        # the topic: a takeover that cannot read must stop, not retry.
+        raise transport_error(
+            f"read {tp.topic}[{tp.partition}]",
+            exc,
+            security=clients.security,
+            permission="Read",
+            resource=tp.topic,
+        ) from exc
     finally:
         await stop_client(consumer, seconds=seconds)
     return end
@@ -140,6 +155,7 @@ async def read_latest_states(
     """The latest state per loop of the compacted loops partition ``tp``.
 
     Raises:
+        KafkaAuthorizationError: an ACL denies Read on the topic.
         TransportError: the partition could not be read in time.
     """
     states: dict[UUID, LoopState] = {}
@@ -190,6 +206,7 @@ async def read_journal(
 
     Raises:
         DecodeError: a selected record is not a valid event (fail closed).
+        KafkaAuthorizationError: an ACL denies Read on the topic.
         TransportError: the partition could not be read in time.
     """
     wanted = None if loops is None else set(loops)

@@ -79,12 +79,19 @@ async def partition_counts(
     """
     seconds = clients.connection.request_timeout
     admin = clients.admin()
-    await start_client(admin, seconds=seconds, operation="start admin client")
+    await start_client(
+        admin,
+        seconds=seconds,
+        operation="start admin client",
+        security=clients.security,
+    )
     try:
         async with asyncio.timeout(seconds):
             described = await admin.describe_topics(list(topics))
     except (TimeoutError, KafkaError, OSError) as exc:
-        raise transport_error("describe topics", exc) from exc
+        raise transport_error(
+            "describe topics", exc, security=clients.security
+        ) from exc
     finally:
         await stop_client(admin, seconds=seconds)
     counts: dict[str, int] = {}
