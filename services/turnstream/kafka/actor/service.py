@@ -315,6 +315,7 @@ class LoopActorService:
                     consumer,
                     seconds=self._clients.connection.connect_timeout,
                     operation="start commands consumer",
+                    security=self._clients.security,
                 )
             except TransportError as exc:
                 if not exc.retriable:
@@ -556,6 +557,7 @@ class LoopActorService:
                     consumer,
                     seconds=self._clients.connection.connect_timeout,
                     operation="start rebalance reader",
+                    security=self._clients.security,
                 )
             except TransportError:
                 return None
@@ -663,6 +665,8 @@ class LoopActorService:
             return
         finally:
             self._opening.pop(partition, None)
+        if self._fatal is not None:
+            return  # stopping with it (e.g. a denied takeover): never ready
         tp = TopicPartition(self.settings.topics.commands, partition)
         consumer = self._consumer
         if (
@@ -688,7 +692,10 @@ class LoopActorService:
             if partition not in self._runners:
                 del self.metrics.consumer_lag[partition]
         self.metrics.ready = (
-            not self._stopping and not self._to_reset and not self._opening
+            not self._stopping
+            and not self._to_reset
+            and not self._opening
+            and self._fatal is None
         )
 
     def _log_ready(self, *, kept: list[int], opening: list[int]) -> None:
@@ -785,6 +792,10 @@ class LoopActorService:
             # An ACL: rebuilding the partition would fail the same way. Stop
             # with the missing permission (reported once, by the writer).
             self._fatal = runner.writer.denial
+        if self._fatal is not None:
+            # Stopping with it: nothing to rebuild, and no fencing happened.
+            self.metrics.ready = False
+            return
         state = runner.writer.state
         if self._runners.get(runner.partition) is not runner:
             # Already handed over (the partition moved, or is being rebuilt):
