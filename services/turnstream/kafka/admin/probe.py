@@ -31,8 +31,13 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from turnstream.errors import TransportError
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.connection import KafkaConnection
-from turnstream.kafka.diagnose import diagnose_connection
-from turnstream.kafka.errors import BrokerUnreachableError
+from turnstream.kafka.diagnose import (
+    CLUSTER,
+    authorization_error,
+    diagnose_connection,
+    principal,
+)
+from turnstream.kafka.errors import BrokerUnreachableError, KafkaAuthorizationError
 from turnstream.kafka.security import KafkaSecurity
 
 __all__ = [
@@ -89,15 +94,25 @@ _DENIED = (29, 31)
 _DEFAULT_CONFIG_SOURCE = 5
 
 
-async def bounded(awaitable: Awaitable[T], *, seconds: float, operation: str) -> T:
+async def bounded(
+    awaitable: Awaitable[T],
+    *,
+    seconds: float,
+    operation: str,
+    security: KafkaSecurity | None = None,
+    permission: str = "Describe",
+) -> T:
     """Await ``awaitable`` under a timeout, turning aiokafka failures into ours.
 
     Args:
         awaitable: one network call.
         seconds: the time limit.
         operation: names the call in the error (e.g. ``"describe configs"``).
+        security: whose principal a denial names.
+        permission: the ACL operation the call needs, named by a denial.
 
     Raises:
+        KafkaAuthorizationError: an ACL denies the call.
         TransportError: the call timed out or aiokafka raised ``KafkaError``.
     """
     try:
@@ -108,9 +123,44 @@ async def bounded(awaitable: Awaitable[T], *, seconds: float, operation: str) ->
             operation, f"timed out after {seconds:g} s", retriable=True
         ) from None
     except KafkaError as exc:
+        denied = authorization_error(
+            exc, security=security, operation=operation, permission=permission
+        )
+        if denied is not None:
+            raise denied from exc
         raise TransportError(
             operation, f"{type(exc).__name__}: {exc}", retriable=bool(exc.retriable)
         ) from exc
+
+
+def denied_by_code(
+    code: int,
+    *,
+    security: KafkaSecurity | None,
+    operation: str,
+    permission: str,
+    resource: str,
+) -> KafkaAuthorizationError | None:
+    """The typed denial for a response's error code, or ``None`` if it is none.
+
+    Args:
+        code: Kafka's error code for one entry of a response.
+        security: whose principal was refused.
+        operation: what was being done.
+        permission: the ACL operation the request needs.
+        resource: the topic the entry is about (a Cluster denial names the
+            cluster instead).
+    """
+    if code not in _DENIED:
+        return None
+    cluster = code == _DENIED[1]
+    return KafkaAuthorizationError(
+        principal=principal(security),
+        permission=permission,
+        resource_type="Cluster" if cluster else "Topic",
+        resource=CLUSTER if cluster else resource,
+        operation=operation,
+    )
 
 
 def admin_clients(
@@ -224,14 +274,19 @@ async def check_broker(
         raise BrokerUnreachableError(conn.bootstrap, str(exc)) from exc
 
 
-async def describe_replication(admin: Any, conn: KafkaConnection) -> ClusterReplication:
+async def describe_replication(
+    admin: Any, conn: KafkaConnection, security: KafkaSecurity | None = None
+) -> ClusterReplication:
     """Ask a started admin client how many brokers run and how they replicate.
 
     Args:
         admin: a started ``AIOKafkaAdminClient`` (or a stand-in with its methods).
         conn: the per-call timeouts.
+        security: whose principal a denial names.
 
     Raises:
+        KafkaAuthorizationError: DescribeConfigs on the cluster is denied
+            (administration: run it as an admin principal).
         TransportError: a call failed, timed out, or no broker is registered.
     """
     cluster: dict[str, Any] = await bounded(
@@ -256,6 +311,15 @@ async def describe_replication(admin: Any, conn: KafkaConnection) -> ClusterRepl
     value, source = "1", _DEFAULT_CONFIG_SOURCE
     for response in responses:
         for entry in response.to_object()["resources"]:
+            denied = denied_by_code(
+                entry["error_code"],
+                security=security,
+                operation="describe broker configs",
+                permission="DescribeConfigs",
+                resource=CLUSTER,
+            )
+            if denied is not None:
+                raise denied
             if entry["error_code"] != 0:
                 raise TransportError(
                     "describe broker configs",
