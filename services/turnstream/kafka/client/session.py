@@ -73,6 +73,7 @@ from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.diagnose import authorization_error
+from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import JournalEntry, read_journal
 from turnstream.kafka.records import loop_key
@@ -244,14 +245,23 @@ class KafkaSession:
         try:
             await start_client(producer, seconds=seconds, operation="start producer")
         except TransportError as exc:
-            # An idempotent producer needs IdempotentWrite on the cluster (or
-            # Write on some topic) before it may send anything.
+            # Since Kafka 3.0 an idempotent producer's InitProducerId needs
+            # Write on some topic: name the one it writes, not the cluster.
             denied = authorization_error(
                 exc.__cause__ or exc,
                 security=self._clients.security,
                 operation="start the commands producer",
-                permission="IdempotentWrite",
+                permission="Write",
+                resource=self._topics.commands,
             )
+            if denied is not None and denied.resource_type == "Cluster":
+                denied = KafkaAuthorizationError(
+                    principal=denied.principal,
+                    permission="Write",
+                    resource_type="Topic",
+                    resource=self._topics.commands,
+                    operation="start the commands producer",
+                )
             if denied is not None:
                 raise denied from exc
             raise
