@@ -45,6 +45,10 @@ USERS = (
     "actor-noloops",
     "actor-notxn",
     "actor-nogroup",
+    "actor-noreadloops",
+    "actor-noreadevents",
+    "actor-revoked",
+    "actor-nodeltas",
     "reader",
 )
 
