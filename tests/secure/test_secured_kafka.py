@@ -375,14 +375,18 @@ def test_each_misconfiguration_has_its_message_and_exit_code(
 
 
 async def _grant_partial(
-    kafka: SecureKafka, prefix: str, user: str, missing: str | None
+    kafka: SecureKafka,
+    prefix: str,
+    user: str,
+    missing: str | None,
+    partitions: int = 1,
 ) -> TopicNames:
     """Topics with ``prefix``; ``user`` gets the actor grants except ``missing``
     (all of them if it is ``None``)."""
     topics = TopicNames.with_affixes(prefix=prefix)
     desired = resolve_topics(
         load_topic_set(PROJECT_DIR / "infra" / "topics.yaml"),
-        partitions=1,
+        partitions=partitions,
         replication_factor=1,
         prefix=prefix,
         suffix="",
@@ -907,3 +911,35 @@ async def test_actor_denied_write_on_deltas_runs_on_and_says_so_once(
         if '"level":"error"' in line and '"logger":"turnstream' in line
     ]
     assert ours == said
+
+
+async def test_actor_denied_on_every_partition_says_so_once(
+    secure_kafka: SecureKafka,
+) -> None:
+    """Three partitions, each denied its transactional id at the takeover: one
+    denial line, one exit line, exit 6."""
+    user = "actor-notxn"
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    missing = (
+        f"ALLOW User:{user} Write TransactionalId prefix turnstream-{prefix}actors-"
+    )
+    await _grant_partial(secure_kafka, prefix, user, missing, partitions=3)
+    args = [*secure_kafka.flags(user), "--topic-prefix", prefix]
+    async with child(
+        ["actor", "run", *args, "--group", f"{prefix}actors", "--metrics-port", "0"],
+        clean_env(**secure_kafka.password_env(user)),
+    ) as actor:
+        log = _Log(actor)
+        await _exit_within(actor, TIMEOUT, log)
+        text = await log.end()
+
+    assert actor.returncode == ExitCode.AUTHORIZATION, text[-3000:]
+    lines = text.splitlines()
+    assert len([line for line in lines if "denied by an ACL" in line]) == 1, text
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1, text
+    assert (
+        f"User:{user} lacks Write on TransactionalId turnstream-{prefix}actors-"
+        in (errors[0])
+    )
+    assert "fenced" not in text, text

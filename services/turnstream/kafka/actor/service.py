@@ -761,11 +761,13 @@ class LoopActorService:
             await runner.open()
         except KafkaAuthorizationError as exc:
             # Not retriable: retrying the takeover would only fail the same way.
-            _log.error(
-                "partition takeover denied by an ACL; stopping",
-                extra={"partition": partition, "reason": str(exc)},
-            )
-            self._fatal = exc
+            # Every partition is denied alike: the first one says so.
+            if self._fatal is None:
+                _log.error(
+                    "partition takeover denied by an ACL; stopping",
+                    extra={"partition": partition, "reason": str(exc)},
+                )
+                self._fatal = exc
             await runner.abandon()
             runner.writer.fail()
         except TurnstreamError as exc:
@@ -788,10 +790,21 @@ class LoopActorService:
         return self._hub
 
     def _broken(self, runner: PartitionRunner) -> None:
-        if runner.writer.denial is not None and self._fatal is None:
+        denied = runner.writer.denial
+        if denied is not None and self._fatal is None:
             # An ACL: rebuilding the partition would fail the same way. Stop
-            # with the missing permission (reported once, by the writer).
-            self._fatal = runner.writer.denial
+            # with the missing permission, reported once (the first partition).
+            _log.error(
+                "commit denied by an ACL; stopping",
+                extra={
+                    "partition": runner.partition,
+                    "principal": denied.principal,
+                    "permission": denied.permission,
+                    "resource_type": denied.resource_type,
+                    "resource": denied.resource,
+                },
+            )
+            self._fatal = denied
         if self._fatal is not None:
             # Stopping with it: nothing to rebuild, and no fencing happened.
             self.metrics.ready = False

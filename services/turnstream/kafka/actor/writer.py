@@ -32,7 +32,7 @@ the partition, so the writer turns ``FENCED`` and never writes again; a
 deadline passed, or a commit whose outcome cannot be established, turns it
 ``FAILED`` (the service then rebuilds the partition from Kafka); an ACL that
 denies a write or the transactional id turns it ``FAILED`` with
-:attr:`PartitionWriter.denial` set, reported once and not retried: the
+:attr:`PartitionWriter.denial` set, not retried: the
 service is marked not ready at the first denial, the failed transaction is
 aborted and the producer re-initialised once (a denied re-initialisation
 ends the attempt at once), and the service stops with the denial.
@@ -599,10 +599,12 @@ class PartitionWriter:
         self._break(WriterState.FAILED)
 
     def _note_denial(self, exc: Exception) -> None:
-        """An ACL refused part of the transaction: report it once.
+        """An ACL refused part of the transaction: keep the first denial.
 
         The service stops being ready at once: nothing this partition commits
-        can succeed until an operator grants the permission.
+        can succeed until an operator grants the permission. The service logs
+        the denial when the writer breaks (once per process, however many
+        partitions are denied).
         """
         if self._denial is not None:
             return
@@ -620,16 +622,6 @@ class PartitionWriter:
         assert denied is not None  # noqa: S101 - classify() said DENIED
         self._denial = denied
         self._metrics.ready = False
-        _log.error(
-            "commit denied by an ACL; stopping",
-            extra={
-                "partition": self.partition,
-                "principal": denied.principal,
-                "permission": denied.permission,
-                "resource_type": denied.resource_type,
-                "resource": denied.resource,
-            },
-        )
 
     async def _send(self, topic: str, value: bytes, **kwargs: Any) -> Any:
         """Hand one record to the producer; return its delivery future.
