@@ -300,7 +300,8 @@ def test_a_client_missing_a_permission_is_told_which(
 ) -> None:
     """A principal with the client's grants but Write on commands (it may see the
     topic): chat exits 6 naming Write on it, not an unconfirmed send that "may
-    still arrive"; one that may not even see the commands topic is told so."""
+    still arrive"; one that may not even see the commands topic is told the
+    grant it lacks (Write, which implies Describe), not Describe."""
     topics = TopicNames()
     reads = [
         acl
@@ -323,7 +324,7 @@ def test_a_client_missing_a_permission_is_told_which(
 
     cases = {
         "reader": "User:reader lacks Write on Topic turnstream.commands.v1",
-        "analytics": "User:analytics lacks Describe on Topic turnstream.commands.v1",
+        "analytics": "User:analytics lacks Write on Topic turnstream.commands.v1",
     }
     for user, message in cases.items():
         code, output = invoke(

@@ -201,7 +201,9 @@ class KafkaSession:
         topics = topics or TopicNames()
         ids = ids or RandomIds()
         counts = await partition_counts(
-            clients, (topics.commands, topics.events, topics.deltas)
+            clients,
+            (topics.commands, topics.events, topics.deltas),
+            {topics.commands: "Write", topics.events: "Read", topics.deltas: "Read"},
         )
         session = cls(
             clients=clients,
