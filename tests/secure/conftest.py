@@ -49,6 +49,7 @@ USERS = (
     "actor-noreadevents",
     "actor-revoked",
     "actor-nodeltas",
+    "analytics-partial",
     "reader",
 )
 

@@ -944,3 +944,82 @@ async def test_actor_denied_on_every_partition_says_so_once(
         in (errors[0])
     )
     assert "fenced" not in text, text
+
+
+async def _grant_analytics_partial(
+    kafka: SecureKafka, prefix: str, user: str, missing: str
+) -> RoleNames:
+    """Topics with ``prefix``; ``user`` gets the analytics grants but ``missing``."""
+    await _grant_partial(kafka, prefix, "actor", None)
+    names = RoleNames(
+        topics=TopicNames.with_affixes(prefix=prefix),
+        analytics_app_id=f"{prefix}analytics",
+        analytics_topic=f"{prefix}turnstream.analytics.v1",
+    )
+    grants = [
+        acl
+        for acl in role_acls(Role.ANALYTICS, f"User:{user}", names)
+        if str(acl) != missing
+    ]
+    assert len(grants) == len(role_acls(Role.ANALYTICS, f"User:{user}", names)) - 1
+    await apply_acls(kafka.connection(), grants, security=kafka.security("admin"))
+    return names
+
+
+@pytest.mark.parametrize(
+    ("missing", "reported"),
+    [
+        pytest.param(
+            "ALLOW User:{user} Read Group {prefix}analytics",
+            "User:{user} lacks Read on Group {prefix}analytics",
+            id="no-read-on-group",
+        ),
+        pytest.param(
+            "ALLOW User:{user} Write TransactionalId prefix {prefix}analytics-",
+            "User:{user} lacks Write on TransactionalId {prefix}analytics-",
+            id="no-transactional-id",
+        ),
+    ],
+)
+async def test_analytics_denied_its_group_or_transactions_exits_6(
+    secure_kafka: SecureKafka, tmp_path: Path, missing: str, reported: str
+) -> None:
+    """Without Read on its group or Write on its transactional ids faust would
+    wait forever (deaf to SIGTERM while starting): ``analytics run`` checks
+    both first and exits 6 within 10 s naming the principal, the permission
+    and the resource."""
+    user = "analytics-partial"
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    missing = missing.format(user=user, prefix=prefix)
+    reported = reported.format(user=user, prefix=prefix)
+    names = await _grant_analytics_partial(secure_kafka, prefix, user, missing)
+    async with child(
+        [
+            "analytics",
+            "run",
+            *secure_kafka.flags(user),
+            "--app-id",
+            names.analytics_app_id,
+            "--events-topic",
+            names.topics.events,
+            "--analytics-topic",
+            names.analytics_topic,
+            "--partitions",
+            "1",
+            "--no-web",
+            "--data-dir",
+            str(tmp_path / "analytics"),
+            "--session-timeout",
+            "6",
+        ],
+        clean_env(**secure_kafka.password_env(user)),
+    ) as worker:
+        log = _Log(worker)
+        took = await _exit_within(worker, 10, log)
+        text = await log.end()
+
+    assert worker.returncode == ExitCode.AUTHORIZATION, text[-3000:]
+    assert took <= 10
+    errors = [line for line in text.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, text[-3000:]
+    assert reported in errors[0], errors

@@ -32,7 +32,7 @@ from turnstream.cli.settings import (
 )
 from turnstream.cli.signals import stop_on_signals
 from turnstream.errors import ConfigError
-from turnstream.kafka.admin.probe import check_broker
+from turnstream.kafka.admin.probe import check_broker, check_worker_grants
 from turnstream.kafka.connection import resolve_bootstrap
 from turnstream.kafka.security import KafkaSecurity
 from turnstream.observability import configure_logging
@@ -259,6 +259,17 @@ def run(
         # Reach, authenticate and authorise first, so a misconfiguration is the
         # one classified line every command prints, not a faust traceback.
         await check_broker(target.connection, security=target.security)
+        await check_worker_grants(
+            target.connection,
+            security=target.security,
+            group_id=settings.app_id,
+            topic=settings.events_topic,
+            transactional_id=(
+                f"{settings.app_id}-grant-check"
+                if settings.guarantee is Guarantee.EXACTLY_ONCE
+                else None
+            ),
+        )
         stop = asyncio.Event()
         with stop_on_signals(stop.set):
             await serve(settings, stop)

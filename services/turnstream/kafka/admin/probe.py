@@ -29,7 +29,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from turnstream.errors import TransportError
-from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.diagnose import (
     CLUSTER,
@@ -38,6 +38,7 @@ from turnstream.kafka.diagnose import (
     principal,
 )
 from turnstream.kafka.errors import BrokerUnreachableError, KafkaAuthorizationError
+from turnstream.kafka.faults import transport_error
 from turnstream.kafka.security import KafkaSecurity
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "bounded",
     "broker_answers",
     "check_broker",
+    "check_worker_grants",
     "describe_replication",
     "group_members",
     "transactional_round_trip",
@@ -503,3 +505,55 @@ async def group_members(
             if group.get("group") == group_id:
                 count += len(group.get("members") or ())
     return count
+
+
+async def check_worker_grants(
+    conn: KafkaConnection,
+    *,
+    security: KafkaSecurity | None,
+    group_id: str,
+    topic: str,
+    transactional_id: str | None,
+) -> None:
+    """Check the group and transactional-id grants a stream worker needs.
+
+    A worker (faust) denied these does not fail: it waits for its group or
+    its transactions forever. Asked first, each is one request that fails
+    at once: the group's committed offset for ``topic`` (Read on the group;
+    no join, so running members are not disturbed) and, for exactly-once, a
+    transactional producer's initialisation under ``transactional_id``
+    (Write on the transactional id; it writes nothing).
+
+    Raises:
+        KafkaAuthorizationError: an ACL denies one of them.
+        TransportError: the broker could not be asked.
+    """
+    clients = admin_clients(conn, security)
+    seconds = conn.request_timeout
+    consumer = clients.consumer("preflight", group_id=group_id)
+    await start_client(
+        consumer, seconds=seconds, operation="start consumer", security=security
+    )
+    try:
+        async with asyncio.timeout(seconds):
+            await consumer.committed(TopicPartition(topic, 0))
+    except (TimeoutError, KafkaError) as exc:
+        raise transport_error(
+            f"read the offsets of group {group_id}",
+            exc,
+            security=security,
+            permission="Read",
+            resource=group_id,
+        ) from exc
+    finally:
+        await stop_client(consumer, seconds=seconds)
+    if transactional_id is None:
+        return
+    producer = clients.transactional_producer(transactional_id)
+    await start_client(
+        producer,
+        seconds=seconds,
+        operation=f"start a transactional producer as {transactional_id}",
+        security=security,
+    )
+    await stop_client(producer, seconds=seconds)
