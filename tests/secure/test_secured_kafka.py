@@ -979,6 +979,11 @@ async def _grant_analytics_partial(
             "User:{user} lacks Write on TransactionalId {prefix}analytics-",
             id="no-transactional-id",
         ),
+        pytest.param(
+            "ALLOW User:{user} Read Topic prefix {prefix}analytics-",
+            "User:{user} lacks Read on Topic {prefix}analytics-",
+            id="no-read-on-internal-topics",
+        ),
     ],
 )
 async def test_analytics_denied_its_group_or_transactions_exits_6(

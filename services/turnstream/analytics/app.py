@@ -46,6 +46,7 @@ from turnstream.analytics.codecs import (
     Undecodable,
     register_codecs,
 )
+from turnstream.analytics.errors import stopped_error
 from turnstream.analytics.report import build_snapshot, totals_view, windows_view
 from turnstream.analytics.settings import AnalyticsSettings, Guarantee, KafkaAuth
 from turnstream.analytics.transport import install_faust_fixes, isolation_level
@@ -372,6 +373,14 @@ class AnalyticsApp:
         await self._output.maybe_declare()
         self._declared = True
 
+    def _crash_reason(self) -> BaseException | None:
+        """Why faust stopped: the app's crash reason, or one of its consumer's."""
+        for service in (self._app, getattr(self._app, "_consumer", None)):
+            reason = getattr(service, "crash_reason", None)
+            if isinstance(reason, BaseException):
+                return reason
+        return None
+
     async def stop(self) -> None:
         """Stop the worker (flushes the producer and leaves the group).
 
@@ -393,6 +402,10 @@ class AnalyticsApp:
         ``stop`` is honoured while starting too: a start that waits forever
         (faust waits for a group or a transaction an ACL denies) is
         cancelled, so SIGTERM always ends the worker.
+
+        Raises:
+            WorkerStoppedError: faust stopped without being asked (a crash;
+                :class:`WorkerDeniedError` if an ACL denied a topic).
         """
         stop_wait = asyncio.ensure_future(stop.wait())
         try:
@@ -413,6 +426,9 @@ class AnalyticsApp:
             stopped.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await stopped
+            if not stop.is_set():
+                # Nobody asked: faust crashed (e.g. an ACL denied a topic).
+                raise stopped_error(self._crash_reason())
         finally:
             stop_wait.cancel()
             with contextlib.suppress(asyncio.CancelledError):
