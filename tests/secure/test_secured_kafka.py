@@ -980,6 +980,11 @@ async def _grant_analytics_partial(
             id="no-transactional-id",
         ),
         pytest.param(
+            "ALLOW User:{user} Read Topic {prefix}turnstream.events.v1",
+            "User:{user} lacks Read on Topic {prefix}turnstream.events.v1",
+            id="no-read-on-journal",
+        ),
+        pytest.param(
             "ALLOW User:{user} Read Topic prefix {prefix}analytics-",
             "User:{user} lacks Read on Topic {prefix}analytics-",
             id="no-read-on-internal-topics",

@@ -26,7 +26,11 @@ from typing import Any, TypeVar
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+)
 
 from turnstream.errors import TransportError
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
@@ -519,8 +523,9 @@ async def check_worker_grants(
 
     A worker (faust) denied these does not fail: it waits for its group or
     its transactions forever. Asked first, each is one request that fails
-    at once: the group's committed offset for ``topic`` (Read on the group;
-    no join, so running members are not disturbed) and, for exactly-once, a
+    at once: the group's committed offset for ``topic`` (Read on the group,
+    Describe on the topic, which Read implies; no join, so running members
+    are not disturbed) and, for exactly-once, a
     transactional producer's initialisation under ``transactional_id``
     (Write on the transactional id; it writes nothing).
 
@@ -538,9 +543,14 @@ async def check_worker_grants(
         async with asyncio.timeout(seconds):
             await consumer.committed(TopicPartition(topic, 0))
     except (TimeoutError, KafkaError) as exc:
+        cause: BaseException = exc
+        if type(exc) is KafkaError and "TopicAuthorizationFailed" in str(exc):
+            # aiokafka re-raises a denied partition of OffsetFetch as a bare
+            # KafkaError naming the error: the topic is hidden (no Read).
+            cause = TopicAuthorizationFailedError(topic)
         raise transport_error(
             f"read the offsets of group {group_id}",
-            exc,
+            cause,
             security=security,
             permission="Read",
             resource=group_id,
