@@ -5,7 +5,12 @@ configured by flags only and by environment only (no password in a process's
 arguments or output); the client principal cannot forge events, state, deltas
 or transactions; each misconfiguration has its own message and exit code; an
 actor missing one permission names it once, exits 6 and makes nothing of the
-failed commit visible to ``read_committed`` readers.
+failed commit visible to ``read_committed`` readers: at the takeover (Read on
+loops or the journal, the transactional id), while running (the transactional
+id revoked: not ready at once) and on three partitions alike; a denied Write on
+deltas leaves it running and says so once; ``analytics run`` exits 6 naming a
+missing grant instead of hanging or exiting 0; administration as a role's
+principal exits 6.
 """
 
 from __future__ import annotations
