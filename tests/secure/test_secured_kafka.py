@@ -833,6 +833,14 @@ async def test_actor_whose_transactional_id_grant_is_revoked_stops_at_once(
     assert reported in text, text[-3000:]
     lines = text.splitlines()
     assert len([line for line in lines if "denied by an ACL" in line]) == 1, text
+    # The first complaint is the denial, not a generic commit failure.
+    first = next(
+        line
+        for line in lines
+        if '"logger":"turnstream' in line
+        and ('"level":"warning"' in line or '"level":"error"' in line)
+    )
+    assert "denied by an ACL" in first, first
     after = text.split("denied by an ACL", 1)[1]
     assert "transaction failed; retrying" not in after, text[-3000:]
     assert "fenced" not in after, text[-3000:]
@@ -949,6 +957,7 @@ async def test_actor_denied_on_every_partition_says_so_once(
         in (errors[0])
     )
     assert "fenced" not in text, text
+    assert "partitions ready" not in text, text
 
 
 async def _grant_analytics_partial(
