@@ -677,28 +677,9 @@ def _open_turn_state(loop_id: uuid.UUID) -> bytes:
     return marshal_state(state)
 
 
-@pytest.mark.parametrize(
-    ("user", "topic"),
-    [
-        pytest.param("actor-noreadloops", "loops", id="no-read-on-loops"),
-        pytest.param("actor-noreadevents", "events", id="no-read-on-journal"),
-    ],
-)
-async def test_actor_denied_a_read_at_takeover_exits_6_at_once(
-    secure_kafka: SecureKafka, user: str, topic: str
-) -> None:
-    """Without Read on the state topic (or on the journal when a loop with an
-    open turn must be restored) the takeover cannot succeed: the actor names
-    the principal, the permission and the resource once and exits 6 within 10 s
-    of being assigned the partition, instead of retrying the takeover."""
-    prefix = f"p{uuid.uuid4().hex[:8]}."
-    resource = f"{prefix}turnstream.{topic}.v1"
-    missing = f"ALLOW User:{user} Read Topic {resource}"
-    topics = await _grant_partial(secure_kafka, prefix, user, missing)
-    # A loop whose snapshot has an open turn, and a journal record to read
-    # after it (an empty range is never fetched, so never denied).
+async def _seed_open_turn(kafka: SecureKafka, topics: TopicNames) -> None:
     clients = KafkaClients(
-        connection=secure_kafka.connection(), security=secure_kafka.security("admin")
+        connection=kafka.connection(), security=kafka.security("admin")
     )
     producer = clients.lossy_producer("seed")
     await producer.start()
@@ -716,6 +697,31 @@ async def test_actor_denied_a_read_at_takeover_exits_6_at_once(
             )
     finally:
         await producer.stop()
+
+
+@pytest.mark.parametrize(
+    ("user", "topic", "seeded"),
+    [
+        pytest.param("actor-noreadloops", "loops", True, id="no-read-on-loops"),
+        pytest.param("actor-noreadloops", "loops", False, id="no-read-on-empty-loops"),
+        pytest.param("actor-noreadevents", "events", True, id="no-read-on-journal"),
+    ],
+)
+async def test_actor_denied_a_read_at_takeover_exits_6_at_once(
+    secure_kafka: SecureKafka, user: str, topic: str, seeded: bool
+) -> None:
+    """Without Read on the state topic (or on the journal when a loop with an
+    open turn must be restored) the takeover cannot succeed: the actor names
+    the principal, the permission and the resource once and exits 6 within 10 s
+    of being assigned the partition, instead of retrying the takeover."""
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    resource = f"{prefix}turnstream.{topic}.v1"
+    missing = f"ALLOW User:{user} Read Topic {resource}"
+    topics = await _grant_partial(secure_kafka, prefix, user, missing)
+    if seeded:
+        # A loop whose snapshot has an open turn (its journal must be read),
+        # and a journal record after it; unseeded, both partitions are empty.
+        await _seed_open_turn(secure_kafka, topics)
     args = [*secure_kafka.flags(user), "--topic-prefix", prefix]
     async with child(
         ["actor", "run", *args, "--group", f"{prefix}actors", "--metrics-port", "0"],

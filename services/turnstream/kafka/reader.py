@@ -27,7 +27,8 @@ from typing import Any
 from uuid import UUID
 
 from aiokafka import TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
+from aiokafka.protocol.fetch import FetchRequest
 
 from turnstream.errors import DecodeError, TransportError
 from turnstream.events import EnduringEvent
@@ -105,9 +106,14 @@ async def _scan(
     )
     try:
         consumer.assign([tp])
-        consumer.seek(tp, max(start or 0, 0))
+        first = max(start or 0, 0)
+        consumer.seek(tp, first)
         async with asyncio.timeout(seconds):
             end = int((await consumer.end_offsets([tp]))[tp])
+        if end <= first:
+            # Nothing to read, so nothing fetched: ask for Read anyway, or a
+            # takeover of an empty partition would hide a missing grant.
+            await _check_read(consumer, tp, first, seconds)
         await _drain(consumer, tp, end, handle, seconds)
     except (TimeoutError, KafkaError, OSError) as exc:
         # A denied fetch stays a typed, non-retriable denial naming Read on
@@ -122,6 +128,27 @@ async def _scan(
     finally:
         await stop_client(consumer, seconds=seconds)
     return end
+
+
+async def _check_read(
+    consumer: Any, tp: TopicPartition, offset: int, seconds: float
+) -> None:
+    """One fetch of ``tp`` that waits for no data: raise if Read is denied.
+
+    A consumer fetches only what it has to read; this request answers at
+    once either way (``max_wait`` 0), with the partition's error code.
+    """
+    client = consumer._client
+    node = client.cluster.leader_for_partition(tp)
+    if node is None or node < 0:
+        return  # no leader known: the next read finds out
+    request = FetchRequest(0, 0, 1, 1, [(tp.topic, [(tp.partition, offset, 1)])])
+    async with asyncio.timeout(seconds):
+        response = await client.send(node, request)
+    for _topic, partitions in response.topics:
+        for _partition, error_code, *_ in partitions:
+            if error_code == TopicAuthorizationFailedError.errno:
+                raise TopicAuthorizationFailedError(tp.topic)
 
 
 async def _drain(
