@@ -7,8 +7,12 @@ exactly as they reach producers and consumers), ``check_broker``
 (the readiness probe: metadata plus a DescribeConfigs admin call),
 ``broker_answers``, the synchronous wrapper the development broker manager polls,
 ``describe_replication`` (broker count and ``default.replication.factor``, what
-``topics apply`` decides replication from), and ``transactional_round_trip``, the
-deeper self-check ``turnstream smoke`` runs.
+``topics apply`` decides replication from), ``transactional_round_trip``, the
+deeper self-check ``turnstream smoke`` runs, and ``check_worker_grants`` (the
+group and transactional-id grants ``analytics run`` checks before faust starts).
+``bounded`` and ``denied_by_code`` turn an ACL denial into
+:class:`~turnstream.kafka.errors.KafkaAuthorizationError` (exit 6 on the
+command line), never a transport error.
 
 Part of ``turnstream.kafka``, the only package allowed to import aiokafka.
 """
