@@ -232,7 +232,12 @@ class KafkaSession:
         seconds = self._clients.connection.connect_timeout
         producer = self._clients.idempotent_producer("session")
         try:
-            await start_client(producer, seconds=seconds, operation="start producer")
+            await start_client(
+                producer,
+                seconds=seconds,
+                operation="start producer",
+                security=self._clients.security,
+            )
         except TransportError:
             return  # the broker is not back yet: the next send tries again
         old, self._producer = self._producer, producer
@@ -245,7 +250,12 @@ class KafkaSession:
         seconds = self._clients.connection.connect_timeout
         producer = self._clients.idempotent_producer("session")
         try:
-            await start_client(producer, seconds=seconds, operation="start producer")
+            await start_client(
+                producer,
+                seconds=seconds,
+                operation="start producer",
+                security=self._clients.security,
+            )
         except TransportError as exc:
             # Since Kafka 3.0 an idempotent producer's InitProducerId needs
             # Write on some topic: name the one it writes, not the cluster.
@@ -275,7 +285,12 @@ class KafkaSession:
             reader = self._clients.consumer(
                 "live", read_committed=committed, auto_offset_reset="latest"
             )
-            await start_client(reader, seconds=seconds, operation="start live reader")
+            await start_client(
+                reader,
+                seconds=seconds,
+                operation="start live reader",
+                security=self._clients.security,
+            )
             self._readers.append(reader)
             assigned = [TopicPartition(topic, p) for p in range(counts[topic])]
             reader.assign(assigned)
