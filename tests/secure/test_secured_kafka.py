@@ -858,6 +858,7 @@ async def test_actor_whose_transactional_id_grant_is_revoked_stops_at_once(
     [
         pytest.param(["topics", "apply"], id="topics-apply"),
         pytest.param(["acls", "--apply", "--role", "client"], id="acls-apply"),
+        pytest.param(["smoke"], id="smoke"),
     ],
 )
 def test_administration_as_a_role_principal_exits_6(

@@ -432,6 +432,15 @@ async def transactional_round_trip(
             operation="create scratch topic",
         )
         for entry in response.to_object()["topic_errors"]:
+            denied = denied_by_code(
+                entry["error_code"],
+                security=security,
+                operation=f"create scratch topic {topic}",
+                permission="Create",
+                resource=topic,
+            )
+            if denied is not None:
+                raise denied
             if entry["error_code"] != 0:
                 raise TransportError(
                     f"create scratch topic {topic}",
