@@ -45,6 +45,11 @@ USERS = (
     "actor-noloops",
     "actor-notxn",
     "actor-nogroup",
+    "actor-noreadloops",
+    "actor-noreadevents",
+    "actor-revoked",
+    "actor-nodeltas",
+    "analytics-partial",
     "reader",
 )
 

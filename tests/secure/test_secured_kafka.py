@@ -5,7 +5,12 @@ configured by flags only and by environment only (no password in a process's
 arguments or output); the client principal cannot forge events, state, deltas
 or transactions; each misconfiguration has its own message and exit code; an
 actor missing one permission names it once, exits 6 and makes nothing of the
-failed commit visible to ``read_committed`` readers.
+failed commit visible to ``read_committed`` readers: at the takeover (Read on
+loops or the journal, the transactional id), while running (the transactional
+id revoked: not ready at once) and on three partitions alike; a denied Write on
+deltas leaves it running and says so once; ``analytics run`` exits 6 naming a
+missing grant instead of hanging or exiting 0; administration as a role's
+principal exits 6.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from aiokafka.errors import (
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailed,
 )
+from aiokafka.protocol.admin import DeleteAclsRequest
 from tests.support.eventually import assert_eventually
 from tests.support.secure import TURNSTREAM, SecureKafka, clean_env, invoke
 
@@ -40,9 +46,12 @@ from turnstream.kafka.admin.acls import (
     apply_acls,
     role_acls,
 )
+from turnstream.kafka.admin.probe import admin_session, bounded
 from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.topology import TopicNames
+from turnstream.state import LoopState, OpenTurn
+from turnstream.wire import marshal_state
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 GROUP = "turnstream-loop-actor"
@@ -296,7 +305,8 @@ def test_a_client_missing_a_permission_is_told_which(
 ) -> None:
     """A principal with the client's grants but Write on commands (it may see the
     topic): chat exits 6 naming Write on it, not an unconfirmed send that "may
-    still arrive"; one that may not even see the commands topic is told so."""
+    still arrive"; one that may not even see the commands topic is told the
+    grant it lacks (Write, which implies Describe), not Describe."""
     topics = TopicNames()
     reads = [
         acl
@@ -319,7 +329,7 @@ def test_a_client_missing_a_permission_is_told_which(
 
     cases = {
         "reader": "User:reader lacks Write on Topic turnstream.commands.v1",
-        "analytics": "User:analytics lacks Describe on Topic turnstream.commands.v1",
+        "analytics": "User:analytics lacks Write on Topic turnstream.commands.v1",
     }
     for user, message in cases.items():
         code, output = invoke(
@@ -371,13 +381,18 @@ def test_each_misconfiguration_has_its_message_and_exit_code(
 
 
 async def _grant_partial(
-    kafka: SecureKafka, prefix: str, user: str, missing: str
+    kafka: SecureKafka,
+    prefix: str,
+    user: str,
+    missing: str | None,
+    partitions: int = 1,
 ) -> TopicNames:
-    """Topics with ``prefix``; ``user`` gets the actor grants except ``missing``."""
+    """Topics with ``prefix``; ``user`` gets the actor grants except ``missing``
+    (all of them if it is ``None``)."""
     topics = TopicNames.with_affixes(prefix=prefix)
     desired = resolve_topics(
         load_topic_set(PROJECT_DIR / "infra" / "topics.yaml"),
-        partitions=1,
+        partitions=partitions,
         replication_factor=1,
         prefix=prefix,
         suffix="",
@@ -390,7 +405,8 @@ async def _grant_partial(
         for acl in role_acls(Role.ACTOR, f"User:{user}", names)
         if str(acl) != missing
     ]
-    assert len(grants) == len(role_acls(Role.ACTOR, f"User:{user}", names)) - 1
+    everything = len(role_acls(Role.ACTOR, f"User:{user}", names))
+    assert len(grants) == everything - (missing is not None)
     grants += role_acls(Role.CLIENT, "User:client", names)
     await apply_acls(kafka.connection(), grants, security=admin)
     return topics
@@ -596,3 +612,445 @@ async def test_every_command_reports_a_refused_login_the_same_way(
         in " ".join(output.split())
     ), output
     assert "not-the-password" not in output
+
+
+class _Log:
+    """A child's output read as it comes: the lines so far and when each came."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self._proc = proc
+        self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._proc.stdout is not None
+        loop = asyncio.get_running_loop()
+        while line := await self._proc.stdout.readline():
+            self.lines.append((loop.time(), line.decode().rstrip("\n")))
+
+    async def first(self, text: str) -> float:
+        """When the first line containing ``text`` came (waits for it)."""
+
+        async def seen() -> float:
+            for at, line in self.lines:
+                if text in line:
+                    return at
+            raise AssertionError(f"no line with {text!r} yet:\n{self.text[-3000:]}")
+
+        return await assert_eventually(seen, timeout=TIMEOUT, interval=0.05)
+
+    async def end(self) -> str:
+        """The whole output once the child closed it."""
+        await self._task
+        return self.text
+
+    @property
+    def text(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+
+async def _exit_within(
+    proc: asyncio.subprocess.Process, seconds: float, log: _Log | None = None
+) -> float:
+    """Wait (at most ``TIMEOUT``) for ``proc`` to exit; how long it took."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(TIMEOUT):
+            await proc.wait()
+    took = loop.time() - started
+    said = "" if log is None else log.text[-3000:]
+    assert proc.returncode is not None, f"still running after {took:.0f} s:\n{said}"
+    assert took <= seconds, f"exited after {took:.1f} s, expected <= {seconds} s"
+    return took
+
+
+def _open_turn_state(loop_id: uuid.UUID) -> bytes:
+    """A loop whose snapshot has an open turn: a takeover must read its journal."""
+    state = LoopState(
+        session_id=uuid.uuid4(),
+        loop_id=loop_id,
+        turn_index=1,
+        journal_offset=0,
+        open_turn=OpenTurn(turn_id=uuid.uuid4(), turn_index=1),
+    )
+    return marshal_state(state)
+
+
+async def _seed_open_turn(kafka: SecureKafka, topics: TopicNames) -> None:
+    clients = KafkaClients(
+        connection=kafka.connection(), security=kafka.security("admin")
+    )
+    producer = clients.lossy_producer("seed")
+    await producer.start()
+    try:
+        loop_id = uuid.uuid4()
+        async with asyncio.timeout(TIMEOUT):
+            await producer.send_and_wait(
+                topics.loops,
+                _open_turn_state(loop_id),
+                key=str(loop_id).encode(),
+                partition=0,
+            )
+            await producer.send_and_wait(
+                topics.events, b"not ours", key=b"other", partition=0
+            )
+    finally:
+        await producer.stop()
+
+
+@pytest.mark.parametrize(
+    ("user", "topic", "seeded"),
+    [
+        pytest.param("actor-noreadloops", "loops", True, id="no-read-on-loops"),
+        pytest.param("actor-noreadloops", "loops", False, id="no-read-on-empty-loops"),
+        pytest.param("actor-noreadevents", "events", True, id="no-read-on-journal"),
+    ],
+)
+async def test_actor_denied_a_read_at_takeover_exits_6_at_once(
+    secure_kafka: SecureKafka, user: str, topic: str, seeded: bool
+) -> None:
+    """Without Read on the state topic (or on the journal when a loop with an
+    open turn must be restored) the takeover cannot succeed: the actor names
+    the principal, the permission and the resource once and exits 6 within 10 s
+    of being assigned the partition, instead of retrying the takeover."""
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    resource = f"{prefix}turnstream.{topic}.v1"
+    missing = f"ALLOW User:{user} Read Topic {resource}"
+    topics = await _grant_partial(secure_kafka, prefix, user, missing)
+    if seeded:
+        # A loop whose snapshot has an open turn (its journal must be read),
+        # and a journal record after it; unseeded, both partitions are empty.
+        await _seed_open_turn(secure_kafka, topics)
+    args = [*secure_kafka.flags(user), "--topic-prefix", prefix]
+    async with child(
+        ["actor", "run", *args, "--group", f"{prefix}actors", "--metrics-port", "0"],
+        clean_env(**secure_kafka.password_env(user)),
+    ) as actor:
+        log = _Log(actor)
+        assigned = await log.first("partitions assigned")
+        await _exit_within(actor, TIMEOUT, log)
+        text = await log.end()
+        exited = asyncio.get_running_loop().time()
+
+    assert actor.returncode == ExitCode.AUTHORIZATION, text[-3000:]
+    assert exited - assigned <= 10, f"{exited - assigned:.1f} s after the assignment"
+    reported = f"User:{user} lacks Read on Topic {resource}"
+    lines = text.splitlines()
+    assert len([line for line in lines if "denied by an ACL" in line]) == 1, text
+    assert [line for line in lines if line.startswith("error:")] == [
+        f"error: not authorised to read {resource}[0]: {reported}; grant it (see "
+        "`turnstream acls`) [kafka_authorization]"
+    ]
+    assert "partition takeover failed; will retry" not in text
+
+
+async def _revoke(kafka: SecureKafka, acl: Acl) -> None:
+    """Delete one grant, as the super user."""
+    admin = kafka.security("admin")
+    async with admin_session(kafka.connection(), security=admin) as client:
+        request = DeleteAclsRequest(
+            acl.resource_type.value,
+            acl.resource,
+            acl.pattern.value,
+            acl.principal,
+            "*",
+            acl.operation.value,
+            3,  # ALLOW
+        )
+        response = await bounded(
+            client._send_request(request), seconds=TIMEOUT, operation="delete ACLs"
+        )
+    for result in response.filter_responses:
+        assert result[0] == 0, result
+        assert len(result[2]) == 1, result
+
+
+async def _not_ready(port: int) -> None:
+    try:
+        response = await _get(f"http://127.0.0.1:{port}/ready")
+    except AssertionError:
+        return  # nothing listens any more: the process has stopped
+    assert response.status_code != 200, "still ready"
+
+
+async def test_actor_whose_transactional_id_grant_is_revoked_stops_at_once(
+    secure_kafka: SecureKafka,
+) -> None:
+    """A running actor whose Write on its transactional ids is revoked: the next
+    commit is denied, /ready turns false at once, the denial is logged once as
+    such (neither "fenced" nor "partitions ready" after it), and the actor
+    exits 6 within 10 s instead of retrying while ready."""
+    user = "actor-revoked"
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    names = RoleNames(
+        topics=TopicNames.with_affixes(prefix=prefix), group_id=f"{prefix}actors"
+    )
+    (grant,) = [
+        acl
+        for acl in role_acls(Role.ACTOR, f"User:{user}", names)
+        if acl.resource_type is ResourceType.TRANSACTIONAL_ID
+    ]
+    await _grant_partial(secure_kafka, prefix, user, None)
+    metrics = _free_port()
+    args = [*secure_kafka.flags(user), "--topic-prefix", prefix]
+    chat_args = [*secure_kafka.flags("client"), "--group", f"{prefix}actors"]
+    chat_env = {
+        **clean_env(**secure_kafka.password_env("client")),
+        "TURNSTREAM_TOPIC_PREFIX": prefix,
+    }
+    async with child(
+        [
+            "actor",
+            "run",
+            *args,
+            "--group",
+            f"{prefix}actors",
+            "--metrics-port",
+            str(metrics),
+        ],
+        clean_env(**secure_kafka.password_env(user)),
+    ) as actor:
+        log = _Log(actor)
+        await assert_eventually(
+            lambda: _ready(metrics), timeout=TIMEOUT, message="actor ready"
+        )
+        code, out = await run(["chat", "first", "--no-deltas", *chat_args], chat_env)
+        assert code == ExitCode.OK, out
+        await _revoke(secure_kafka, grant)
+        async with child(["chat", "second", "--wait", "60", *chat_args], chat_env):
+            denied = await log.first("denied by an ACL")
+            await assert_eventually(
+                lambda: _not_ready(metrics), timeout=1, interval=0.05
+            )
+            took = await _exit_within(actor, TIMEOUT, log)
+        text = await log.end()
+        stopped = asyncio.get_running_loop().time()
+
+    assert actor.returncode == ExitCode.AUTHORIZATION, text[-3000:]
+    assert stopped - denied <= 10, (
+        f"{stopped - denied:.1f} s after the denial:\n{text[-3000:]}"
+    )
+    assert took <= TIMEOUT
+    reported = (
+        f"User:{user} lacks Write on TransactionalId "
+        f"turnstream-{prefix}actors-{prefix}turnstream.commands.v1-0"
+    )
+    assert reported in text, text[-3000:]
+    lines = text.splitlines()
+    assert len([line for line in lines if "denied by an ACL" in line]) == 1, text
+    # The first complaint is the denial, not a generic commit failure.
+    first = next(
+        line
+        for line in lines
+        if '"logger":"turnstream' in line
+        and ('"level":"warning"' in line or '"level":"error"' in line)
+    )
+    assert "denied by an ACL" in first, first
+    after = text.split("denied by an ACL", 1)[1]
+    assert "transaction failed; retrying" not in after, text[-3000:]
+    assert "fenced" not in after, text[-3000:]
+    assert "partitions ready" not in after, text[-3000:]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["topics", "apply"], id="topics-apply"),
+        pytest.param(["acls", "--apply", "--role", "client"], id="acls-apply"),
+        pytest.param(["smoke"], id="smoke"),
+    ],
+)
+def test_administration_as_a_role_principal_exits_6(
+    secure_kafka: SecureKafka, command: list[str]
+) -> None:
+    """Creating topics and ACLs is administration: a role's principal is told
+    which permission it lacks (exit 6), not handed a transport error (exit 1)."""
+    code, output = invoke(
+        [*command, *secure_kafka.flags("client")],
+        secure_kafka.password_env("client"),
+    )
+
+    assert code == ExitCode.AUTHORIZATION, output
+    flat = " ".join(output.split())
+    assert "User:client lacks" in flat, output
+    assert "on Cluster kafka-cluster" in flat or "on Topic" in flat, output
+    assert "[transport]" not in flat, output
+
+
+async def test_actor_denied_write_on_deltas_runs_on_and_says_so_once(
+    secure_kafka: SecureKafka,
+) -> None:
+    """Deltas are live-only by design: an actor that may not write them still
+    runs and commits every turn (clients follow the journal), and says once,
+    naming the grant, that tokens are not streamed."""
+    user = "actor-nodeltas"
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    resource = f"{prefix}turnstream.deltas.v1"
+    await _grant_partial(
+        secure_kafka, prefix, user, f"ALLOW User:{user} Write Topic {resource}"
+    )
+    metrics = _free_port()
+    args = [*secure_kafka.flags(user), "--topic-prefix", prefix]
+    chat_args = [*secure_kafka.flags("client"), "--group", f"{prefix}actors"]
+    chat_env = {
+        **clean_env(**secure_kafka.password_env("client")),
+        "TURNSTREAM_TOPIC_PREFIX": prefix,
+    }
+    async with child(
+        [
+            "actor",
+            "run",
+            *args,
+            "--group",
+            f"{prefix}actors",
+            "--metrics-port",
+            str(metrics),
+        ],
+        clean_env(**secure_kafka.password_env(user)),
+    ) as actor:
+        log = _Log(actor)
+        await assert_eventually(
+            lambda: _ready(metrics), timeout=TIMEOUT, message="actor ready"
+        )
+        for text in ("first", "second"):
+            code, out = await run(["chat", text, *chat_args], chat_env)
+            assert code == ExitCode.OK, out
+        await _ready(metrics)
+        actor.terminate()
+        await _exit_within(actor, TIMEOUT)
+        text = await log.end()
+
+    assert actor.returncode == ExitCode.OK, text[-3000:]
+    reported = f"User:{user} lacks Write on Topic {resource}"
+    said = [line for line in text.splitlines() if reported in line]
+    assert len(said) == 1, text[-3000:]
+    assert "not streamed" in said[0], said
+    ours = [
+        line
+        for line in text.splitlines()
+        if '"level":"error"' in line and '"logger":"turnstream' in line
+    ]
+    assert ours == said
+
+
+async def test_actor_denied_on_every_partition_says_so_once(
+    secure_kafka: SecureKafka,
+) -> None:
+    """Three partitions, each denied its transactional id at the takeover: one
+    denial line, one exit line, exit 6."""
+    user = "actor-notxn"
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    missing = (
+        f"ALLOW User:{user} Write TransactionalId prefix turnstream-{prefix}actors-"
+    )
+    await _grant_partial(secure_kafka, prefix, user, missing, partitions=3)
+    args = [*secure_kafka.flags(user), "--topic-prefix", prefix]
+    async with child(
+        ["actor", "run", *args, "--group", f"{prefix}actors", "--metrics-port", "0"],
+        clean_env(**secure_kafka.password_env(user)),
+    ) as actor:
+        log = _Log(actor)
+        await _exit_within(actor, TIMEOUT, log)
+        text = await log.end()
+
+    assert actor.returncode == ExitCode.AUTHORIZATION, text[-3000:]
+    lines = text.splitlines()
+    assert len([line for line in lines if "denied by an ACL" in line]) == 1, text
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1, text
+    assert (
+        f"User:{user} lacks Write on TransactionalId turnstream-{prefix}actors-"
+        in (errors[0])
+    )
+    assert "fenced" not in text, text
+    assert "partitions ready" not in text, text
+
+
+async def _grant_analytics_partial(
+    kafka: SecureKafka, prefix: str, user: str, missing: str
+) -> RoleNames:
+    """Topics with ``prefix``; ``user`` gets the analytics grants but ``missing``."""
+    await _grant_partial(kafka, prefix, "actor", None)
+    names = RoleNames(
+        topics=TopicNames.with_affixes(prefix=prefix),
+        analytics_app_id=f"{prefix}analytics",
+        analytics_topic=f"{prefix}turnstream.analytics.v1",
+    )
+    grants = [
+        acl
+        for acl in role_acls(Role.ANALYTICS, f"User:{user}", names)
+        if str(acl) != missing
+    ]
+    assert len(grants) == len(role_acls(Role.ANALYTICS, f"User:{user}", names)) - 1
+    await apply_acls(kafka.connection(), grants, security=kafka.security("admin"))
+    return names
+
+
+@pytest.mark.parametrize(
+    ("missing", "reported"),
+    [
+        pytest.param(
+            "ALLOW User:{user} Read Group {prefix}analytics",
+            "User:{user} lacks Read on Group {prefix}analytics",
+            id="no-read-on-group",
+        ),
+        pytest.param(
+            "ALLOW User:{user} Write TransactionalId prefix {prefix}analytics-",
+            "User:{user} lacks Write on TransactionalId {prefix}analytics-",
+            id="no-transactional-id",
+        ),
+        pytest.param(
+            "ALLOW User:{user} Read Topic {prefix}turnstream.events.v1",
+            "User:{user} lacks Read on Topic {prefix}turnstream.events.v1",
+            id="no-read-on-journal",
+        ),
+        pytest.param(
+            "ALLOW User:{user} Read Topic prefix {prefix}analytics-",
+            "User:{user} lacks Read on Topic {prefix}analytics-",
+            id="no-read-on-internal-topics",
+        ),
+    ],
+)
+async def test_analytics_denied_its_group_or_transactions_exits_6(
+    secure_kafka: SecureKafka, tmp_path: Path, missing: str, reported: str
+) -> None:
+    """Without Read on its group or Write on its transactional ids faust would
+    wait forever (deaf to SIGTERM while starting): ``analytics run`` checks
+    both first and exits 6 within 10 s naming the principal, the permission
+    and the resource."""
+    user = "analytics-partial"
+    prefix = f"p{uuid.uuid4().hex[:8]}."
+    missing = missing.format(user=user, prefix=prefix)
+    reported = reported.format(user=user, prefix=prefix)
+    names = await _grant_analytics_partial(secure_kafka, prefix, user, missing)
+    async with child(
+        [
+            "analytics",
+            "run",
+            *secure_kafka.flags(user),
+            "--app-id",
+            names.analytics_app_id,
+            "--events-topic",
+            names.topics.events,
+            "--analytics-topic",
+            names.analytics_topic,
+            "--partitions",
+            "1",
+            "--no-web",
+            "--data-dir",
+            str(tmp_path / "analytics"),
+            "--session-timeout",
+            "6",
+        ],
+        clean_env(**secure_kafka.password_env(user)),
+    ) as worker:
+        log = _Log(worker)
+        took = await _exit_within(worker, 10, log)
+        text = await log.end()
+
+    assert worker.returncode == ExitCode.AUTHORIZATION, text[-3000:]
+    assert took <= 10
+    errors = [line for line in text.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, text[-3000:]
+    assert reported in errors[0], errors

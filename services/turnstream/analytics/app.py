@@ -46,6 +46,7 @@ from turnstream.analytics.codecs import (
     Undecodable,
     register_codecs,
 )
+from turnstream.analytics.errors import stopped_error
 from turnstream.analytics.report import build_snapshot, totals_view, windows_view
 from turnstream.analytics.settings import AnalyticsSettings, Guarantee, KafkaAuth
 from turnstream.analytics.transport import install_faust_fixes, isolation_level
@@ -57,6 +58,8 @@ from turnstream.wire.schemas import SchemaSet
 __all__ = ["STATS_PATH", "TABLE_NAME", "WINDOWS_PATH", "AnalyticsApp"]
 
 logger = logging.getLogger(__name__)
+# Seconds a stop may take before the worker gives up on faust and exits.
+_STOP_TIMEOUT_S = 20.0
 
 TABLE_NAME: Final = "loops"
 STATS_PATH: Final = "/turnstream/stats/"
@@ -370,22 +373,64 @@ class AnalyticsApp:
         await self._output.maybe_declare()
         self._declared = True
 
+    def _crash_reason(self) -> BaseException | None:
+        """Why faust stopped: the app's crash reason, or one of its consumer's."""
+        for service in (self._app, getattr(self._app, "_consumer", None)):
+            reason = getattr(service, "crash_reason", None)
+            if isinstance(reason, BaseException):
+                return reason
+        return None
+
     async def stop(self) -> None:
-        """Stop the worker (flushes the producer and leaves the group)."""
-        await self._app.stop()
+        """Stop the worker (flushes the producer and leaves the group).
+
+        Bounded: a faust stop that hangs (e.g. on a group or transaction an
+        ACL denies) is given up after ``_STOP_TIMEOUT_S`` seconds.
+        """
+        try:
+            async with asyncio.timeout(_STOP_TIMEOUT_S):
+                await self._app.stop()
+        except TimeoutError:
+            logger.warning(
+                "the worker did not stop in time; exiting anyway",
+                extra={"timeout_s": _STOP_TIMEOUT_S},
+            )
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set or the faust app stops by itself."""
-        await self.start()
+        """Run until ``stop`` is set or the faust app stops by itself.
+
+        ``stop`` is honoured while starting too: a start that waits forever
+        (faust waits for a group or a transaction an ACL denies) is
+        cancelled, so SIGTERM always ends the worker.
+
+        Raises:
+            WorkerStoppedError: faust stopped without being asked (a crash;
+                :class:`WorkerDeniedError` if an ACL denied a topic).
+        """
+        stop_wait = asyncio.ensure_future(stop.wait())
         try:
+            starting = asyncio.ensure_future(self.start())
+            await asyncio.wait(
+                {starting, stop_wait}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not starting.done():
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
+                return
+            starting.result()
             stopped = asyncio.ensure_future(self._app.wait_until_stopped())
-            stop_wait = asyncio.ensure_future(stop.wait())
             await asyncio.wait(
                 {stopped, stop_wait}, return_when=asyncio.FIRST_COMPLETED
             )
-            for task in (stopped, stop_wait):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            stopped.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stopped
+            if not stop.is_set():
+                # Nobody asked: faust crashed (e.g. an ACL denied a topic).
+                raise stopped_error(self._crash_reason())
         finally:
+            stop_wait.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stop_wait
             await self.stop()

@@ -32,8 +32,10 @@ from turnstream.cli.settings import (
 )
 from turnstream.cli.signals import stop_on_signals
 from turnstream.errors import ConfigError
-from turnstream.kafka.admin.probe import check_broker
+from turnstream.kafka.admin.probe import check_broker, check_worker_grants
 from turnstream.kafka.connection import resolve_bootstrap
+from turnstream.kafka.diagnose import principal
+from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.security import KafkaSecurity
 from turnstream.observability import configure_logging
 
@@ -248,6 +250,9 @@ def run(
         try:
             # faust is an optional extra: import it only when the worker starts.
             from turnstream.analytics import serve  # noqa: PLC0415
+            from turnstream.analytics.errors import (  # noqa: PLC0415
+                WorkerDeniedError,
+            )
         except ImportError:
             raise fail(
                 "the analytics worker needs faust: pip install -e '.[analytics]'",
@@ -259,9 +264,29 @@ def run(
         # Reach, authenticate and authorise first, so a misconfiguration is the
         # one classified line every command prints, not a faust traceback.
         await check_broker(target.connection, security=target.security)
+        await check_worker_grants(
+            target.connection,
+            security=target.security,
+            group_id=settings.app_id,
+            topic=settings.events_topic,
+            transactional_id=(
+                f"{settings.app_id}-grant-check"
+                if settings.guarantee is Guarantee.EXACTLY_ONCE
+                else None
+            ),
+        )
         stop = asyncio.Event()
         with stop_on_signals(stop.set):
-            await serve(settings, stop)
+            try:
+                await serve(settings, stop)
+            except WorkerDeniedError as exc:
+                raise KafkaAuthorizationError(
+                    principal=principal(target.security),
+                    permission=exc.permission,
+                    resource_type="Topic",
+                    resource=exc.resource,
+                    operation="run the analytics worker",
+                ) from exc
 
     with exit_on_errors(settings.bootstrap):
         asyncio.run(worker())

@@ -162,10 +162,24 @@ class KafkaClients:
         return admin
 
 
-async def start_client(client: Any, *, seconds: float, operation: str) -> None:
+async def start_client(
+    client: Any,
+    *,
+    seconds: float,
+    operation: str,
+    security: KafkaSecurity | None = None,
+) -> None:
     """Start an aiokafka client under a timeout; on failure close it again.
 
+    Args:
+        client: an aiokafka consumer, producer or admin client.
+        seconds: the time limit.
+        operation: names the start in the error.
+        security: the client's settings, so a denial names its principal.
+
     Raises:
+        KafkaAuthorizationError: an ACL denies what the start needs (e.g.
+            the transactional id).
         TransportError: the start failed or timed out.
     """
     try:
@@ -173,7 +187,7 @@ async def start_client(client: Any, *, seconds: float, operation: str) -> None:
             await client.start()
     except (TimeoutError, KafkaError, OSError) as exc:
         await stop_client(client, seconds=seconds)
-        raise transport_error(operation, exc) from exc
+        raise transport_error(operation, exc, security=security) from exc
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if task is None or task.cancelling():

@@ -71,8 +71,10 @@ _CREDENTIALS: Final = (
 )
 
 
-def principal(security: KafkaSecurity) -> str:
+def principal(security: KafkaSecurity | None) -> str:
     """The Kafka principal these settings log in as (``User:NAME``)."""
+    if security is None:
+        return "this client's principal"
     if security.sasl_username:
         return f"User:{security.sasl_username}"
     if security.ssl_certfile is not None:
@@ -83,7 +85,7 @@ def principal(security: KafkaSecurity) -> str:
 def authorization_error(
     exc: BaseException,
     *,
-    security: KafkaSecurity,
+    security: KafkaSecurity | None,
     operation: str,
     permission: str,
     resource: str | None = None,
@@ -92,7 +94,7 @@ def authorization_error(
 
     Args:
         exc: what aiokafka raised.
-        security: whose principal was refused.
+        security: whose principal was refused (``None``: not known here).
         operation: what was being done (``write the loop state``).
         permission: the ACL operation the call needs on that resource
             (``Write``, ``Read``, ``Describe``; the cluster and transactional-id

@@ -5,7 +5,10 @@ cannot be made (:class:`PartitionFencedError`, :class:`PartitionClosedError`,
 :class:`CommitFailedError`), the classification of an aiokafka exception
 (:func:`classify`: fenced, retriable, permanent or denied by an ACL), and
 :func:`transport_error`, which wraps any of them into
-:class:`turnstream.errors.TransportError` keeping its ``retriable`` flag.
+:class:`turnstream.errors.TransportError` keeping its ``retriable`` flag -- an
+ACL denial always into :class:`~turnstream.kafka.errors.KafkaAuthorizationError`
+(never retriable, naming the grant), so no caller mistakes it for a transient
+failure and retries it.
 Messages name the operation and the error type, never a payload. Part of
 ``turnstream.kafka`` (the only aiokafka importer); must not import the runtime
 or the wire codec.
@@ -30,8 +33,9 @@ from aiokafka.errors import (
 )
 
 from turnstream.errors import TransportError
-from turnstream.kafka.diagnose import AUTHORIZATION_ERRORS
+from turnstream.kafka.diagnose import AUTHORIZATION_ERRORS, authorization_error
 from turnstream.kafka.errors import KafkaAuthorizationError
+from turnstream.kafka.security import KafkaSecurity
 
 __all__ = [
     "CommitFailedError",
@@ -92,10 +96,41 @@ def classify(exc: BaseException) -> Fault:  # noqa: PLR0911 - one per fault
     return Fault.PERMANENT
 
 
-def transport_error(operation: str, exc: BaseException) -> TransportError:
-    """Wrap ``exc`` as a :class:`TransportError` (the type name, never a payload)."""
+def transport_error(
+    operation: str,
+    exc: BaseException,
+    *,
+    security: KafkaSecurity | None = None,
+    permission: str = "Describe",
+    resource: str | None = None,
+) -> TransportError:
+    """Wrap ``exc`` as a :class:`TransportError` (the type name, never a payload).
+
+    Args:
+        operation: what was being done (``read turnstream.loops.v1[0]``).
+        exc: what aiokafka (or the OS) raised.
+        security: whose principal a denial names (``User:NAME``).
+        permission: the ACL operation a denied topic call needed (``Read``
+            for a fetch, ``Write`` for a produce); group and transactional-id
+            denials name their own.
+        resource: the topic, group or transactional id, when ``exc`` does
+            not carry it.
+
+    Returns:
+        A :class:`~turnstream.kafka.errors.KafkaAuthorizationError` for an ACL
+        denial; else a :class:`TransportError` as retriable as ``exc``.
+    """
     if isinstance(exc, TransportError):
         return exc
+    denied = authorization_error(
+        exc,
+        security=security,
+        operation=operation,
+        permission=permission,
+        resource=resource,
+    )
+    if denied is not None:
+        return denied
     if isinstance(exc, TimeoutError):
         return TransportError(operation, "timed out", retriable=True)
     return TransportError(

@@ -15,7 +15,9 @@ scan always ends:
 * :func:`record_visible`: whether the record at one offset is visible
   ``read_committed`` (used to settle a commit whose answer was lost).
 
-Every call runs under the connection's timeouts. Part of ``turnstream.kafka``;
+Every call runs under the connection's timeouts. A fetch an ACL denies raises
+:class:`~turnstream.kafka.errors.KafkaAuthorizationError` (``Read`` on the
+topic), never a retriable transport error. Part of ``turnstream.kafka``;
 imports the wire codec; never the runtime's actor.
 """
 
@@ -28,7 +30,8 @@ from typing import Any
 from uuid import UUID
 
 from aiokafka import TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
+from aiokafka.protocol.fetch import FetchRequest
 
 from turnstream.errors import DecodeError, TransportError
 from turnstream.events import EnduringEvent
@@ -106,18 +109,57 @@ async def _scan(
     consumer = clients.consumer(
         "reader", read_committed=read_committed, auto_offset_reset="earliest"
     )
-    await start_client(consumer, seconds=seconds, operation="start reader")
+    await start_client(
+        consumer,
+        seconds=seconds,
+        operation="start reader",
+        security=clients.security,
+    )
     try:
         consumer.assign([tp])
-        consumer.seek(tp, max(start or 0, 0))
+        first = max(start or 0, 0)
+        consumer.seek(tp, first)
         async with asyncio.timeout(seconds):
             end = int((await consumer.end_offsets([tp]))[tp])
+        if end <= first:
+            # Nothing to read, so nothing fetched: ask for Read anyway, or a
+            # takeover of an empty partition would hide a missing grant.
+            await _check_read(consumer, tp, first, seconds)
         await _drain(consumer, tp, end, handle, seconds)
     except (TimeoutError, KafkaError, OSError) as exc:
-        raise transport_error(f"read {tp.topic}[{tp.partition}]", exc) from exc
+        # A denied fetch stays a typed, non-retriable denial naming Read on
+        # the topic: a takeover that cannot read must stop, not retry.
+        raise transport_error(
+            f"read {tp.topic}[{tp.partition}]",
+            exc,
+            security=clients.security,
+            permission="Read",
+            resource=tp.topic,
+        ) from exc
     finally:
         await stop_client(consumer, seconds=seconds)
     return end
+
+
+async def _check_read(
+    consumer: Any, tp: TopicPartition, offset: int, seconds: float
+) -> None:
+    """One fetch of ``tp`` that waits for no data: raise if Read is denied.
+
+    A consumer fetches only what it has to read; this request answers at
+    once either way (``max_wait`` 0), with the partition's error code.
+    """
+    client = consumer._client
+    node = client.cluster.leader_for_partition(tp)
+    if node is None or node < 0:
+        return  # no leader known: the next read finds out
+    request = FetchRequest(0, 0, 1, 1, [(tp.topic, [(tp.partition, offset, 1)])])
+    async with asyncio.timeout(seconds):
+        response = await client.send(node, request)
+    for _topic, partitions in response.topics:
+        for _partition, error_code, *_ in partitions:
+            if error_code == TopicAuthorizationFailedError.errno:
+                raise TopicAuthorizationFailedError(tp.topic)
 
 
 async def _drain(
@@ -334,6 +376,7 @@ async def read_state_index(
     """The latest state record per loop of the compacted loops partition ``tp``.
 
     Raises:
+        KafkaAuthorizationError: an ACL denies Read on the topic.
         TransportError: the partition could not be read in time.
     """
     index = StateIndex(codec)
@@ -388,6 +431,7 @@ async def read_journal(
 
     Raises:
         DecodeError: a selected record is not a valid event (fail closed).
+        KafkaAuthorizationError: an ACL denies Read on the topic.
         TransportError: the partition could not be read in time.
     """
     wanted = None if loops is None else set(loops)

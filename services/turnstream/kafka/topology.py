@@ -14,7 +14,7 @@ Part of ``turnstream.kafka``; must not import the runtime or the wire codec.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -85,9 +85,19 @@ class TopicNames:
 
 
 async def partition_counts(
-    clients: KafkaClients, topics: Sequence[str]
+    clients: KafkaClients,
+    topics: Sequence[str],
+    needs: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """The partition count of each topic.
+
+    Args:
+        clients: builds the admin client.
+        topics: the topic names.
+        needs: per topic, the grant the caller needs on it (``Read``,
+            ``Write``, ``Read and Write``): a topic an ACL hides lacks that
+            grant (either implies Describe), so the denial names it, not
+            Describe.
 
     Raises:
         ConfigError: a topic does not exist.
@@ -97,12 +107,19 @@ async def partition_counts(
     """
     seconds = clients.connection.request_timeout
     admin = clients.admin()
-    await start_client(admin, seconds=seconds, operation="start admin client")
+    await start_client(
+        admin,
+        seconds=seconds,
+        operation="start admin client",
+        security=clients.security,
+    )
     try:
         async with asyncio.timeout(seconds):
             described = await admin.describe_topics(list(topics))
     except (TimeoutError, KafkaError, OSError) as exc:
-        raise transport_error("describe topics", exc) from exc
+        raise transport_error(
+            "describe topics", exc, security=clients.security
+        ) from exc
     finally:
         await stop_client(admin, seconds=seconds)
     counts: dict[str, int] = {}
@@ -111,7 +128,7 @@ async def partition_counts(
         if int(entry["error_code"]) == _TOPIC_AUTHORIZATION_FAILED:
             raise KafkaAuthorizationError(
                 principal=principal(clients.security),
-                permission="Describe",
+                permission=(needs or {}).get(name, "Describe"),
                 resource_type="Topic",
                 resource=name,
                 operation="describe topics",
@@ -133,7 +150,15 @@ async def check_copartitioned(clients: KafkaClients, topics: TopicNames) -> int:
         ConfigError: a topic is missing or the counts differ.
         TransportError: the broker could not be asked.
     """
-    counts = await partition_counts(clients, topics.co_partitioned())
+    counts = await partition_counts(
+        clients,
+        topics.co_partitioned(),
+        {
+            topics.commands: "Read",
+            topics.events: "Read and Write",
+            topics.loops: "Read and Write",
+        },
+    )
     distinct = set(counts.values())
     if len(distinct) != 1:
         listing = ", ".join(f"{name}={count}" for name, count in counts.items())

@@ -211,3 +211,36 @@ def test_faust_app_uses_the_session_timeout(tmp_path: Path):
     conf = AnalyticsApp(settings).faust_app.conf
     assert conf.broker_session_timeout == 6.0
     assert conf.broker_heartbeat_interval == 2.0
+
+
+class _StuckStarting(AnalyticsApp):
+    """A worker whose start never returns (faust waiting for a denied group)."""
+
+    def __init__(self, settings: AnalyticsSettings) -> None:
+        super().__init__(settings)
+        self.started = asyncio.Event()
+        self.stopped = False
+
+    async def start(self) -> None:
+        self.started.set()
+        await asyncio.Event().wait()
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+async def test_run_honours_stop_while_starting(tmp_path: Path) -> None:
+    """A start that never ends is cancelled when stop is set (SIGTERM works)."""
+    app = _StuckStarting(
+        AnalyticsSettings(
+            app_id=f"unit-{uuid.uuid4().hex[:8]}", data_dir=tmp_path, web_enabled=False
+        )
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(app.run(stop))
+    await asyncio.wait_for(app.started.wait(), timeout=5)
+    stop.set()
+
+    await asyncio.wait_for(running, timeout=5)
+
+    assert app.stopped

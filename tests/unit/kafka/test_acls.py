@@ -17,7 +17,6 @@ def test_client_grants_are_commands_write_and_journal_read_only() -> None:
     """The client writes commands and reads events and deltas: nothing else."""
     assert [str(a) for a in role_acls(Role.CLIENT, "User:c", NAMES)] == [
         "ALLOW User:c Write Topic t1.turnstream.commands.v1",
-        "ALLOW User:c IdempotentWrite Cluster kafka-cluster",
         "ALLOW User:c Read Topic t1.turnstream.events.v1",
         "ALLOW User:c Read Topic t1.turnstream.deltas.v1",
         "ALLOW User:c Describe Group g",
@@ -37,19 +36,21 @@ def test_actor_grants_cover_its_topics_group_and_transactional_ids() -> None:
         "ALLOW User:a Write Topic t1.turnstream.deltas.v1",
         "ALLOW User:a Write Topic t1.turnstream.commands.dlq.v1",
         "ALLOW User:a Write TransactionalId prefix turnstream-g-",
-        "ALLOW User:a IdempotentWrite Cluster kafka-cluster",
     ]
 
 
 @pytest.mark.parametrize("role", list(Role))
-def test_no_role_gets_a_cluster_permission_beyond_idempotent_write(role: Role) -> None:
-    """DescribeConfigs (or anything else) on the Cluster is not needed."""
+def test_no_role_gets_a_cluster_permission(role: Role) -> None:
+    """Neither DescribeConfigs nor IdempotentWrite on the Cluster is needed: since
+    Kafka 3.0 an idempotent producer needs Write on a topic it writes, and a
+    transactional one Write on its transactional id (the secured lane runs
+    every role on exactly these grants)."""
     cluster = [
         a
         for a in role_acls(role, "User:x", NAMES)
         if a.resource_type.label == "Cluster"
     ]
-    assert [a.operation.label for a in cluster] == ["IdempotentWrite"]
+    assert cluster == []
 
 
 def test_a_principal_without_a_type_is_a_config_error() -> None:
@@ -68,7 +69,6 @@ def test_acls_command_prints_the_grants_for_the_topic_prefix() -> None:
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
         "ALLOW User:client Write Topic t1.turnstream.commands.v1",
-        "ALLOW User:client IdempotentWrite Cluster kafka-cluster",
         "ALLOW User:client Read Topic t1.turnstream.events.v1",
         "ALLOW User:client Read Topic t1.turnstream.deltas.v1",
         "ALLOW User:client Describe Group g",

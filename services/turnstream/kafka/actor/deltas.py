@@ -25,6 +25,14 @@ tokens; only real overload (still full after the wait) or a failed send drops
 an event, and every drop is counted. ``deliver`` does nothing: enduring events
 reach watchers through the journal topic itself, ``read_committed``.
 
+An ACL that denies Write on the deltas topic does not stop the service (a
+documented choice): deltas are live-only, turns still run and commit, and
+clients follow them on the journal. The denial is logged once, naming the
+principal, the permission and the topic, and says that tokens are not
+streamed; for ``recheck`` seconds after it events are dropped (counted)
+without a send, then one send tries again, and a send that succeeds is
+logged as streaming again.
+
 Part of ``turnstream.kafka`` (the only aiokafka importer); imports the wire
 codec; never the runtime's actor.
 """
@@ -39,13 +47,14 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 from aiokafka.partitioner import DefaultPartitioner
 
 from turnstream.errors import ContractError
 from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.records import loop_key
 from turnstream.wire import Codec
 
@@ -71,6 +80,8 @@ class DeltaPublisher:
         send_timeout: seconds one hand-over to the producer may take.
         full_wait: seconds ``publish`` waits for room in a full buffer before
             it drops the event.
+        recheck: seconds after a denied send during which events are dropped
+            without trying.
     """
 
     def __init__(
@@ -83,6 +94,7 @@ class DeltaPublisher:
         capacity: int = 8192,
         send_timeout: float = 1.0,
         full_wait: float = 1.0,
+        recheck: float = 30.0,
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
@@ -92,6 +104,9 @@ class DeltaPublisher:
         self._metrics = metrics
         self._send_timeout = send_timeout
         self._full_wait = full_wait
+        self._recheck = recheck
+        # While an ACL denies the topic: when sending may be tried again.
+        self._denied_until: float | None = None
         self._buffer: asyncio.Queue[_Item] = asyncio.Queue(maxsize=capacity)
         self._producer: Any = None
         # aiokafka hashes every keyed record with a pure-Python murmur2 (~8 µs);
@@ -114,6 +129,7 @@ class DeltaPublisher:
             producer,
             seconds=self._clients.connection.connect_timeout,
             operation="start deltas producer",
+            security=self._clients.security,
         )
         self._producer = producer
 
@@ -162,18 +178,46 @@ class DeltaPublisher:
                         item = self._buffer.get_nowait()
                     except asyncio.QueueEmpty:
                         return
-        except (TimeoutError, KafkaError):
+        except (TimeoutError, KafkaError) as exc:
             self._metrics.deltas_dropped += 1
             _settle(item[4])
+            if isinstance(exc, TopicAuthorizationFailedError):
+                self._denied(exc)
 
     def _delivered(
         self, delivery: asyncio.Future[Any], *, settled: asyncio.Future[None]
     ) -> None:
-        if delivery.cancelled() or delivery.exception() is not None:
+        failure = None if delivery.cancelled() else delivery.exception()
+        if delivery.cancelled() or failure is not None:
             self._metrics.deltas_dropped += 1
+            if isinstance(failure, TopicAuthorizationFailedError):
+                self._denied(failure)
         else:
             self._metrics.deltas_sent += 1
+            if self._denied_until is not None:
+                self._denied_until = None
+                _log.info("deltas streamed again", extra={"topic": self._topic})
         _settle(settled)
+
+    def _denied(self, exc: TopicAuthorizationFailedError) -> None:
+        """Say once that tokens are not streamed; stop trying for a while."""
+        first = self._denied_until is None
+        self._denied_until = asyncio.get_running_loop().time() + self._recheck
+        if not first:
+            return
+        denied = authorization_error(
+            exc,
+            security=self._clients.security,
+            operation="stream token deltas",
+            permission="Write",
+            resource=self._topic,
+        )
+        _log.error(
+            "deltas denied by an ACL: %s; token deltas are not streamed (turns "
+            "still run and commit; clients follow the journal)",
+            denied,
+            extra={"topic": self._topic},
+        )
 
     async def settle(self, loop_id: UUID) -> None:
         """Return once ``loop_id``'s deltas so far are acknowledged or dropped.
@@ -191,7 +235,7 @@ class DeltaPublisher:
     async def publish(self, event: EphemeralEvent) -> None:
         """Buffer ``event`` for sending; wait for room, drop it on real overload."""
         loop_id = event.header.loop_id
-        if loop_id is None or self._producer is None:
+        if loop_id is None or self._producer is None or self._holding_back():
             self._metrics.deltas_dropped += 1
             return
         try:
@@ -216,6 +260,11 @@ class DeltaPublisher:
                 self._metrics.deltas_dropped += 1
                 return
         self._latest[loop_id] = settled
+
+    def _holding_back(self) -> bool:
+        """Whether a recent denial means this event is dropped untried."""
+        until = self._denied_until
+        return until is not None and asyncio.get_running_loop().time() < until
 
     def _partition(self, key: bytes) -> int | None:
         """The default partitioner's choice for ``key``, hashed once per loop.

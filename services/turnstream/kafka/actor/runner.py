@@ -63,6 +63,7 @@ from turnstream.kafka.actor.writer import (
     transactional_id,
 )
 from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import PartitionClosedError
 from turnstream.kafka.reader import read_state_index
 from turnstream.kafka.records import DeadLetterKind
@@ -269,7 +270,7 @@ class PartitionRunner:
 
     # ----------------------------------------------------------- dispatch
 
-    async def dispatch(self, record: Any) -> None:
+    async def dispatch(self, record: Any) -> None:  # noqa: PLR0911 - one per outcome
         """Handle one command record (called in offset order)."""
         if self._closing or self.broken:
             return  # not noted: the next owner reads it again
@@ -294,6 +295,10 @@ class PartitionRunner:
         ctx.metrics.commands[command.type] += 1
         try:
             actor = await self._actor_for(command)
+        except KafkaAuthorizationError as exc:
+            # Rebuilding the partition would be denied the same way: stop.
+            self.writer.deny(exc)
+            return
         except TransportError:
             if not self._closing:
                 # Kafka could not be read: rebuild the partition; the command

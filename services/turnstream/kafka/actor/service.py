@@ -325,6 +325,7 @@ class LoopActorService:
                     consumer,
                     seconds=self._clients.connection.connect_timeout,
                     operation="start commands consumer",
+                    security=self._clients.security,
                 )
             except TransportError as exc:
                 if not exc.is_retriable:
@@ -584,6 +585,7 @@ class LoopActorService:
                     consumer,
                     seconds=self._clients.connection.connect_timeout,
                     operation="start rebalance reader",
+                    security=self._clients.security,
                 )
             except TransportError:
                 return None
@@ -692,6 +694,8 @@ class LoopActorService:
             return
         finally:
             self._opening.pop(partition, None)
+        if self._fatal is not None:
+            return  # stopping with it (e.g. a denied takeover): never ready
         tp = TopicPartition(self.settings.topics.commands, partition)
         consumer = self._consumer
         if (
@@ -719,7 +723,10 @@ class LoopActorService:
             if partition not in self._runners:
                 del self.metrics.consumer_lag[partition]
         self.metrics.ready = (
-            not self._stopping and not self._to_reset and not self._opening
+            not self._stopping
+            and not self._to_reset
+            and not self._opening
+            and self._fatal is None
         )
 
     def _log_ready(self, *, kept: list[int], opening: list[int]) -> None:
@@ -786,11 +793,13 @@ class LoopActorService:
             await runner.open()
         except KafkaAuthorizationError as exc:
             # Not retriable: retrying the takeover would only fail the same way.
-            _log.error(
-                "partition takeover denied by an ACL; stopping",
-                extra={"partition": partition, "reason": str(exc)},
-            )
-            self._fatal = exc
+            # Every partition is denied alike: the first one says so.
+            if self._fatal is None:
+                _log.error(
+                    "partition takeover denied by an ACL; stopping",
+                    extra={"partition": partition, "reason": str(exc)},
+                )
+                self._fatal = exc
             await runner.abandon()
             runner.writer.fail()
         except TurnstreamError as exc:
@@ -844,10 +853,25 @@ class LoopActorService:
         return self._hub
 
     def _broken(self, runner: PartitionRunner) -> None:
-        if runner.writer.denial is not None and self._fatal is None:
+        denied = runner.writer.denial
+        if denied is not None and self._fatal is None:
             # An ACL: rebuilding the partition would fail the same way. Stop
-            # with the missing permission (reported once, by the writer).
-            self._fatal = runner.writer.denial
+            # with the missing permission, reported once (the first partition).
+            _log.error(
+                "commit denied by an ACL; stopping",
+                extra={
+                    "partition": runner.partition,
+                    "principal": denied.principal,
+                    "permission": denied.permission,
+                    "resource_type": denied.resource_type,
+                    "resource": denied.resource,
+                },
+            )
+            self._fatal = denied
+        if self._fatal is not None:
+            # Stopping with it: nothing to rebuild, and no fencing happened.
+            self.metrics.ready = False
+            return
         state = runner.writer.state
         if self._runners.get(runner.partition) is not runner:
             # Already handed over (the partition moved, or is being rebuilt):

@@ -32,7 +32,10 @@ the partition, so the writer turns ``FENCED`` and never writes again; a
 deadline passed, or a commit whose outcome cannot be established, turns it
 ``FAILED`` (the service then rebuilds the partition from Kafka); an ACL that
 denies a write or the transactional id turns it ``FAILED`` with
-:attr:`PartitionWriter.denial` set, reported once and not retried.
+:attr:`PartitionWriter.denial` set, not retried: the
+service is marked not ready at the first denial, the failed transaction is
+aborted and the producer re-initialised once (a denied re-initialisation
+ends the attempt at once), and the service stops with the denial.
 
 Every failed transaction is ended on the coordinator before anything else is
 written: after aiokafka's abort the writer re-initialises the producer, whose
@@ -67,6 +70,7 @@ from typing import Any, Final
 from uuid import UUID
 
 from aiokafka import TopicPartition
+from aiokafka.errors import TransactionalIdAuthorizationFailed
 
 from turnstream.errors import TransportError
 from turnstream.events import EnduringEvent
@@ -285,7 +289,7 @@ class PartitionWriter:
                 security=self._clients.security,
                 operation=f"start the transactional producer of partition "
                 f"{self.partition}",
-                permission="IdempotentWrite",
+                permission="Write",
                 resource=self.transactional_id,
             )
             if denied is not None:
@@ -299,7 +303,12 @@ class PartitionWriter:
             self.transactional_id,
             transaction_timeout_ms=self._settings.transaction_timeout_ms,
         )
-        await start_client(producer, seconds=seconds, operation="start producer")
+        await start_client(
+            producer,
+            seconds=seconds,
+            operation="start producer",
+            security=self._clients.security,
+        )
         return producer
 
     async def run(self) -> None:
@@ -582,8 +591,23 @@ class PartitionWriter:
         )
         return False
 
+    def deny(self, exc: KafkaAuthorizationError) -> None:
+        """An ACL refused what this partition needs: report it, break the writer.
+
+        E.g. Read on the journal while restoring a loop: the service stops
+        with the missing grant instead of rebuilding the partition.
+        """
+        self._note_denial(exc)
+        self._break(WriterState.FAILED)
+
     def _note_denial(self, exc: Exception) -> None:
-        """An ACL refused part of the transaction: report it once."""
+        """An ACL refused part of the transaction: keep the first denial.
+
+        The service stops being ready at once: nothing this partition commits
+        can succeed until an operator grants the permission. The service logs
+        the denial when the writer breaks (once per process, however many
+        partitions are denied).
+        """
         if self._denial is not None:
             return
         denied = authorization_error(
@@ -591,19 +615,15 @@ class PartitionWriter:
             security=self._clients.security,
             operation=f"commit on partition {self.partition}",
             permission="Write",
+            resource=(
+                self.transactional_id
+                if isinstance(exc, TransactionalIdAuthorizationFailed)
+                else None
+            ),
         )
         assert denied is not None  # noqa: S101 - classify() said DENIED
         self._denial = denied
-        _log.error(
-            "commit denied by an ACL; not retrying this partition",
-            extra={
-                "partition": self.partition,
-                "principal": denied.principal,
-                "permission": denied.permission,
-                "resource_type": denied.resource_type,
-                "resource": denied.resource,
-            },
-        )
+        self._metrics.ready = False
 
     async def _send(self, topic: str, value: bytes, **kwargs: Any) -> Any:
         """Hand one record to the producer; return its delivery future.
@@ -851,6 +871,13 @@ class PartitionWriter:
                 return False
             try:
                 self._producer = await self._new_producer(remaining)
+            except KafkaAuthorizationError as exc:
+                # Re-initialising cannot succeed until an operator grants it:
+                # stop now (the coordinator aborts the open transaction on
+                # its timeout) rather than retry until the deadline.
+                self._note_denial(exc)
+                self._break(WriterState.FAILED)
+                return False
             except TransportError:
                 await asyncio.sleep(min(backoff, max(remaining, 0)))
                 backoff = min(backoff * 2, self._settings.backoff_max)

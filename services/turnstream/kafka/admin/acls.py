@@ -11,20 +11,21 @@ What each role needs, and why:
   commits offsets in its transactions); Read events and loops (restore after a
   takeover); Write events, loops, deltas and the dead-letter topic; Write on the
   transactional ids ``{txn_prefix}-{group}-`` (prefix; one per commands
-  partition); IdempotentWrite on the cluster (its producers are idempotent).
-* **client** (``chat``, ``tail``, the Session API) -- Write commands
-  (IdempotentWrite for its idempotent producer); Read events and deltas (no
-  consumer group: it assigns partitions); Describe the actors' group (``chat``
-  checks that an actor runs).
+  partition).
+* **client** (``chat``, ``tail``, the Session API) -- Write commands; Read
+  events and deltas (no consumer group: it assigns partitions); Describe the
+  actors' group (``chat`` checks that an actor runs).
 * **analytics** -- Read events and its consumer group ``{app_id}``; Create,
   Read and Write the topics it owns (its output topic, and its changelog and
   assignor topics, prefix ``{app_id}-``); Write its transactional ids (prefix
-  ``{app_id}-``, exactly-once) and IdempotentWrite.
+  ``{app_id}-``, exactly-once).
 
-No role needs a Cluster permission beyond IdempotentWrite: the start-up check
-tolerates a denied DescribeConfigs. Kafka has no per-key ACL: a principal that
-may read the events topic reads every loop's events, and one that may write
-commands can address any loop.
+No role needs a Cluster permission: the start-up check tolerates a denied
+DescribeConfigs, and since Kafka 3.0 an idempotent producer needs only Write
+on a topic it writes and a transactional one Write on its transactional id
+(not IdempotentWrite on the cluster; the secured lane runs every role without
+it). Kafka has no per-key ACL: a principal that may read the events topic reads
+every loop's events, and one that may write commands can address any loop.
 
 Part of ``turnstream.kafka`` (the only aiokafka importer).
 """
@@ -167,15 +168,6 @@ def _topic(
     )
 
 
-def _idempotent(principal: str) -> Acl:
-    return Acl(
-        principal=principal,
-        operation=AclOperation.IDEMPOTENT_WRITE,
-        resource_type=ResourceType.CLUSTER,
-        resource=CLUSTER,
-    )
-
-
 def role_acls(role: Role, principal: str, names: RoleNames) -> tuple[Acl, ...]:
     """The grants ``principal`` needs to act as ``role`` (module docstring)."""
     if not principal.strip() or ":" not in principal:
@@ -208,12 +200,10 @@ def role_acls(role: Role, principal: str, names: RoleNames) -> tuple[Acl, ...]:
                     resource=f"{names.txn_prefix}-{names.group_id}-",
                     pattern=prefixed,
                 ),
-                _idempotent(principal),
             )
         case Role.CLIENT:
             return (
                 _topic(principal, write, t.commands),
-                _idempotent(principal),
                 _topic(principal, read, t.events),
                 _topic(principal, read, t.deltas),
                 Acl(
@@ -248,7 +238,6 @@ def role_acls(role: Role, principal: str, names: RoleNames) -> tuple[Acl, ...]:
                     resource=f"{app}-",
                     pattern=prefixed,
                 ),
-                _idempotent(principal),
             )
     raise AssertionError(role)  # pragma: no cover - the match is exhaustive
 

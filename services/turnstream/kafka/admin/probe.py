@@ -7,8 +7,12 @@ exactly as they reach producers and consumers), ``check_broker``
 (the readiness probe: metadata plus a DescribeConfigs admin call),
 ``broker_answers``, the synchronous wrapper the development broker manager polls,
 ``describe_replication`` (broker count and ``default.replication.factor``, what
-``topics apply`` decides replication from), and ``transactional_round_trip``, the
-deeper self-check ``turnstream smoke`` runs.
+``topics apply`` decides replication from), ``transactional_round_trip``, the
+deeper self-check ``turnstream smoke`` runs, and ``check_worker_grants`` (the
+group and transactional-id grants ``analytics run`` checks before faust starts).
+``bounded`` and ``denied_by_code`` turn an ACL denial into
+:class:`~turnstream.kafka.errors.KafkaAuthorizationError` (exit 6 on the
+command line), never a transport error.
 
 Part of ``turnstream.kafka``, the only package allowed to import aiokafka.
 """
@@ -26,13 +30,23 @@ from typing import Any, TypeVar
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+)
 
 from turnstream.errors import TransportError
-from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
-from turnstream.kafka.diagnose import diagnose_connection
-from turnstream.kafka.errors import BrokerUnreachableError
+from turnstream.kafka.diagnose import (
+    CLUSTER,
+    authorization_error,
+    diagnose_connection,
+    principal,
+)
+from turnstream.kafka.errors import BrokerUnreachableError, KafkaAuthorizationError
+from turnstream.kafka.faults import transport_error
 from turnstream.kafka.security import KafkaSecurity
 
 __all__ = [
@@ -44,6 +58,7 @@ __all__ = [
     "bounded",
     "broker_answers",
     "check_broker",
+    "check_worker_grants",
     "describe_replication",
     "group_members",
     "transactional_round_trip",
@@ -89,15 +104,25 @@ _DENIED = (29, 31)
 _DEFAULT_CONFIG_SOURCE = 5
 
 
-async def bounded(awaitable: Awaitable[T], *, seconds: float, operation: str) -> T:
+async def bounded(
+    awaitable: Awaitable[T],
+    *,
+    seconds: float,
+    operation: str,
+    security: KafkaSecurity | None = None,
+    permission: str = "Describe",
+) -> T:
     """Await ``awaitable`` under a timeout, turning aiokafka failures into ours.
 
     Args:
         awaitable: one network call.
         seconds: the time limit.
         operation: names the call in the error (e.g. ``"describe configs"``).
+        security: whose principal a denial names.
+        permission: the ACL operation the call needs, named by a denial.
 
     Raises:
+        KafkaAuthorizationError: an ACL denies the call.
         TransportError: the call timed out or aiokafka raised ``KafkaError``.
     """
     try:
@@ -108,9 +133,44 @@ async def bounded(awaitable: Awaitable[T], *, seconds: float, operation: str) ->
             operation, f"timed out after {seconds:g} s", retriable=True
         ) from None
     except KafkaError as exc:
+        denied = authorization_error(
+            exc, security=security, operation=operation, permission=permission
+        )
+        if denied is not None:
+            raise denied from exc
         raise TransportError(
             operation, f"{type(exc).__name__}: {exc}", retriable=bool(exc.retriable)
         ) from exc
+
+
+def denied_by_code(
+    code: int,
+    *,
+    security: KafkaSecurity | None,
+    operation: str,
+    permission: str,
+    resource: str,
+) -> KafkaAuthorizationError | None:
+    """The typed denial for a response's error code, or ``None`` if it is none.
+
+    Args:
+        code: Kafka's error code for one entry of a response.
+        security: whose principal was refused.
+        operation: what was being done.
+        permission: the ACL operation the request needs.
+        resource: the topic the entry is about (a Cluster denial names the
+            cluster instead).
+    """
+    if code not in _DENIED:
+        return None
+    cluster = code == _DENIED[1]
+    return KafkaAuthorizationError(
+        principal=principal(security),
+        permission=permission,
+        resource_type="Cluster" if cluster else "Topic",
+        resource=CLUSTER if cluster else resource,
+        operation=operation,
+    )
 
 
 def admin_clients(
@@ -224,14 +284,19 @@ async def check_broker(
         raise BrokerUnreachableError(conn.bootstrap, str(exc)) from exc
 
 
-async def describe_replication(admin: Any, conn: KafkaConnection) -> ClusterReplication:
+async def describe_replication(
+    admin: Any, conn: KafkaConnection, security: KafkaSecurity | None = None
+) -> ClusterReplication:
     """Ask a started admin client how many brokers run and how they replicate.
 
     Args:
         admin: a started ``AIOKafkaAdminClient`` (or a stand-in with its methods).
         conn: the per-call timeouts.
+        security: whose principal a denial names.
 
     Raises:
+        KafkaAuthorizationError: DescribeConfigs on the cluster is denied
+            (administration: run it as an admin principal).
         TransportError: a call failed, timed out, or no broker is registered.
     """
     cluster: dict[str, Any] = await bounded(
@@ -256,6 +321,15 @@ async def describe_replication(admin: Any, conn: KafkaConnection) -> ClusterRepl
     value, source = "1", _DEFAULT_CONFIG_SOURCE
     for response in responses:
         for entry in response.to_object()["resources"]:
+            denied = denied_by_code(
+                entry["error_code"],
+                security=security,
+                operation="describe broker configs",
+                permission="DescribeConfigs",
+                resource=CLUSTER,
+            )
+            if denied is not None:
+                raise denied
             if entry["error_code"] != 0:
                 raise TransportError(
                     "describe broker configs",
@@ -358,6 +432,15 @@ async def transactional_round_trip(
             operation="create scratch topic",
         )
         for entry in response.to_object()["topic_errors"]:
+            denied = denied_by_code(
+                entry["error_code"],
+                security=security,
+                operation=f"create scratch topic {topic}",
+                permission="Create",
+                resource=topic,
+            )
+            if denied is not None:
+                raise denied
             if entry["error_code"] != 0:
                 raise TransportError(
                     f"create scratch topic {topic}",
@@ -439,3 +522,61 @@ async def group_members(
             if group.get("group") == group_id:
                 count += len(group.get("members") or ())
     return count
+
+
+async def check_worker_grants(
+    conn: KafkaConnection,
+    *,
+    security: KafkaSecurity | None,
+    group_id: str,
+    topic: str,
+    transactional_id: str | None,
+) -> None:
+    """Check the group and transactional-id grants a stream worker needs.
+
+    A worker (faust) denied these does not fail: it waits for its group or
+    its transactions forever. Asked first, each is one request that fails
+    at once: the group's committed offset for ``topic`` (Read on the group,
+    Describe on the topic, which Read implies; no join, so running members
+    are not disturbed) and, for exactly-once, a
+    transactional producer's initialisation under ``transactional_id``
+    (Write on the transactional id; it writes nothing).
+
+    Raises:
+        KafkaAuthorizationError: an ACL denies one of them.
+        TransportError: the broker could not be asked.
+    """
+    clients = admin_clients(conn, security)
+    seconds = conn.request_timeout
+    consumer = clients.consumer("preflight", group_id=group_id)
+    await start_client(
+        consumer, seconds=seconds, operation="start consumer", security=security
+    )
+    try:
+        async with asyncio.timeout(seconds):
+            await consumer.committed(TopicPartition(topic, 0))
+    except (TimeoutError, KafkaError) as exc:
+        cause: BaseException = exc
+        if type(exc) is KafkaError and "TopicAuthorizationFailed" in str(exc):
+            # aiokafka re-raises a denied partition of OffsetFetch as a bare
+            # KafkaError naming the error: the topic is hidden (no Read).
+            cause = TopicAuthorizationFailedError(topic)
+        raise transport_error(
+            f"read the offsets of group {group_id}",
+            cause,
+            security=security,
+            permission="Read",
+            resource=group_id,
+        ) from exc
+    finally:
+        await stop_client(consumer, seconds=seconds)
+    if transactional_id is None:
+        return
+    producer = clients.transactional_producer(transactional_id)
+    await start_client(
+        producer,
+        seconds=seconds,
+        operation=f"start a transactional producer as {transactional_id}",
+        security=security,
+    )
+    await stop_client(producer, seconds=seconds)

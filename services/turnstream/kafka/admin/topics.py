@@ -45,6 +45,7 @@ from turnstream.kafka.admin.probe import (
     ClusterReplication,
     admin_session,
     bounded,
+    denied_by_code,
     describe_replication,
 )
 from turnstream.kafka.admin.topic_changes import (
@@ -446,7 +447,10 @@ class ApplyReport:
 
 
 async def _create_missing(
-    admin: Any, conn: KafkaConnection, missing: Sequence[DesiredTopic]
+    admin: Any,
+    conn: KafkaConnection,
+    missing: Sequence[DesiredTopic],
+    security: KafkaSecurity | None = None,
 ) -> set[str]:
     """Create topics; return the names created (a concurrent creator's win is fine)."""
     if not missing:
@@ -464,11 +468,22 @@ async def _create_missing(
         admin.create_topics(request, timeout_ms=conn.request_timeout_ms),
         seconds=conn.request_timeout + 5,
         operation="create topics",
+        security=security,
+        permission="Create",
     )
     created: set[str] = set()
     # The response carries one error code per topic; a 200-level answer is not success.
     for entry in response.to_object()["topic_errors"]:
         code = int(entry["error_code"])
+        denied = denied_by_code(
+            code,
+            security=security,
+            operation=f"create topic {entry['topic']}",
+            permission="Create",
+            resource=entry["topic"],
+        )
+        if denied is not None:
+            raise denied
         if code == 0:
             created.add(entry["topic"])
         elif code != _TOPIC_ALREADY_EXISTS:
@@ -571,6 +586,7 @@ async def reconcile_topics(
     topics: Iterable[DesiredTopic],
     *,
     alter: bool = False,
+    security: KafkaSecurity | None = None,
 ) -> ApplyReport:
     """``apply_topics`` on an already started admin client; never raises a mismatch.
 
@@ -583,10 +599,13 @@ async def reconcile_topics(
         conn: the per-call timeouts.
         topics: the concrete topics (see ``resolve_topics``).
         alter: fix safe differences of existing topics in place.
+        security: whose principal a denial names.
 
     Raises:
         ConfigError: replication factor 1 would be chosen on a multi-broker
             cluster (see ``choose_replication``).
+        KafkaAuthorizationError: an ACL denies an administrative call (the
+            principal is no admin).
         TopicCreateError: the broker refused a topic.
         TopicAlterError: a safe difference could not be altered.
         TransportError: a call failed or timed out.
@@ -594,7 +613,9 @@ async def reconcile_topics(
     desired = tuple(topics)
     replication: ReplicationChoice | None = None
     if any(t.replication_factor is None for t in desired):
-        replication = choose_replication(await describe_replication(admin, conn))
+        replication = choose_replication(
+            await describe_replication(admin, conn, security)
+        )
         desired = tuple(
             t if t.replication_factor else t.with_replication(replication.factor)
             for t in desired
@@ -605,7 +626,7 @@ async def reconcile_topics(
         )
     )
     missing = [t for t in desired if t.name not in existing]
-    created = await _create_missing(admin, conn, missing)
+    created = await _create_missing(admin, conn, missing, security)
     if created:
         await wait_until_visible(
             admin, conn, {t.name: t.partitions for t in desired if t.name in created}
@@ -687,7 +708,9 @@ async def apply_topics(
         TransportError: a call failed or timed out.
     """
     async with admin_session(conn, security=security) as admin:
-        report = await reconcile_topics(admin, conn, topics, alter=alter)
+        report = await reconcile_topics(
+            admin, conn, topics, alter=alter, security=security
+        )
     if raise_on_mismatch and report.mismatches:
         raise TopicConfigMismatchError(report.mismatches)
     return report

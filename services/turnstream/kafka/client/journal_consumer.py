@@ -177,6 +177,7 @@ class JournalConsumer:
             consumer,
             seconds=self._clients.connection.connect_timeout,
             operation="start journal consumer",
+            security=self._clients.security,
         )
         try:
             consumer.subscribe([self._topic], listener=_Listener(self))
@@ -231,7 +232,12 @@ class JournalConsumer:
         try:
             batch = fetch.result()
         except KafkaError as exc:
-            raise transport_error("read the journal", exc) from exc
+            raise transport_error(
+                "read the journal",
+                exc,
+                security=self._clients.security,
+                permission="Read",
+            ) from exc
         for tp, records in batch.items():
             for record in records:
                 if tp in self._revoked or self._stopping.is_set():
@@ -288,7 +294,12 @@ class JournalConsumer:
             _log.warning("journal commit refused by the group; records may repeat")
             return
         except (TimeoutError, KafkaError) as exc:
-            raise transport_error("commit journal offsets", exc) from exc
+            raise transport_error(
+                "commit journal offsets",
+                exc,
+                security=self._clients.security,
+                permission="Read",
+            ) from exc
         self._committed.update(due)
 
     # ----------------------------------------------------------- rebalances

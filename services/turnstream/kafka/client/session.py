@@ -75,6 +75,7 @@ from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.diagnose import authorization_error
+from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import JournalEntry, read_journal
 from turnstream.kafka.records import loop_key, partition_for
@@ -220,7 +221,9 @@ class KafkaSession:
         topics = topics or TopicNames()
         ids = ids or RandomIds()
         counts = await partition_counts(
-            clients, (topics.commands, topics.events, topics.deltas)
+            clients,
+            (topics.commands, topics.events, topics.deltas),
+            {topics.commands: "Write", topics.events: "Read", topics.deltas: "Read"},
         )
         session = cls(
             clients=clients,
@@ -250,7 +253,12 @@ class KafkaSession:
         seconds = self._clients.connection.connect_timeout
         producer = self._clients.idempotent_producer("session")
         try:
-            await start_client(producer, seconds=seconds, operation="start producer")
+            await start_client(
+                producer,
+                seconds=seconds,
+                operation="start producer",
+                security=self._clients.security,
+            )
         except TransportError:
             return  # the broker is not back yet: the next send tries again
         old, self._producer = self._producer, producer
@@ -263,16 +271,30 @@ class KafkaSession:
         seconds = self._clients.connection.connect_timeout
         producer = self._clients.idempotent_producer("session")
         try:
-            await start_client(producer, seconds=seconds, operation="start producer")
+            await start_client(
+                producer,
+                seconds=seconds,
+                operation="start producer",
+                security=self._clients.security,
+            )
         except TransportError as exc:
-            # An idempotent producer needs IdempotentWrite on the cluster (or
-            # Write on some topic) before it may send anything.
+            # Since Kafka 3.0 an idempotent producer's InitProducerId needs
+            # Write on some topic: name the one it writes, not the cluster.
             denied = authorization_error(
                 exc.__cause__ or exc,
                 security=self._clients.security,
                 operation="start the commands producer",
-                permission="IdempotentWrite",
+                permission="Write",
+                resource=self._topics.commands,
             )
+            if denied is not None and denied.resource_type == "Cluster":
+                denied = KafkaAuthorizationError(
+                    principal=denied.principal,
+                    permission="Write",
+                    resource_type="Topic",
+                    resource=self._topics.commands,
+                    operation="start the commands producer",
+                )
             if denied is not None:
                 raise denied from exc
             raise
@@ -284,7 +306,12 @@ class KafkaSession:
             reader = self._clients.consumer(
                 "live", read_committed=committed, auto_offset_reset="latest"
             )
-            await start_client(reader, seconds=seconds, operation="start live reader")
+            await start_client(
+                reader,
+                seconds=seconds,
+                operation="start live reader",
+                security=self._clients.security,
+            )
             self._readers.append(reader)
             assigned = [TopicPartition(topic, p) for p in range(counts[topic])]
             reader.assign(assigned)

@@ -1,0 +1,49 @@
+"""Sorting a faust crash reason (no broker)."""
+
+from __future__ import annotations
+
+from aiokafka.errors import KafkaConnectionError, TopicAuthorizationFailedError
+
+from turnstream.analytics.errors import (
+    WorkerDeniedError,
+    WorkerStoppedError,
+    stopped_error,
+)
+
+
+def fetched_records() -> None:
+    raise TopicAuthorizationFailedError("app-changelog")
+
+
+def send() -> None:
+    raise TopicAuthorizationFailedError({"out", "app-changelog"})
+
+
+def _raised(fn: object) -> BaseException:
+    try:
+        fn()  # type: ignore[operator]
+    except TopicAuthorizationFailedError as exc:
+        return exc
+    raise AssertionError("did not raise")
+
+
+def test_a_denied_fetch_is_a_denied_read() -> None:
+    error = stopped_error(_raised(fetched_records))
+
+    assert isinstance(error, WorkerDeniedError)
+    assert (error.permission, error.resource) == ("Read", "app-changelog")
+
+
+def test_a_denied_send_is_a_denied_write_naming_every_topic() -> None:
+    error = stopped_error(_raised(send))
+
+    assert isinstance(error, WorkerDeniedError)
+    assert (error.permission, error.resource) == ("Write", "app-changelog, out")
+
+
+def test_any_other_crash_is_a_stop_naming_the_type() -> None:
+    error = stopped_error(KafkaConnectionError("x"))
+
+    assert type(error) is WorkerStoppedError
+    assert str(error) == "the analytics worker stopped by itself (KafkaConnectionError)"
+    assert str(stopped_error(None)).endswith("(no reason given)")
