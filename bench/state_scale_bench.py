@@ -19,9 +19,10 @@ Two parts, each on its own one-partition topic set of the local broker:
   process) and a second turn of the same loops (warm) are timed from submit
   to ``LoopIdle``.
 * **used once**: an actor process with ``--max-resident-loops B`` gets one
-  input for each of ``N`` new loops (one short turn each, the loops then idle)
-  and its RSS is read once every loop's ``LoopIdle`` is committed, for each
-  budget given (a budget of at least ``N`` passivates nothing).
+  input for each of ``N`` new loops (one short turn each, the loops then
+  idle), in waves of 500 (the next once the last is idle); its RSS (now and
+  peak) is read once every loop's ``LoopIdle`` is committed, for each budget
+  given (a budget of at least ``N`` passivates nothing).
 
 Usage::
 
@@ -87,6 +88,8 @@ LOG_DIR: Path | None = None
 
 QUESTION = " ".join(f"word{i:02d}" for i in range(60))  # ~60 words, ~420 bytes
 ANSWER = tuple(f"word{c:02d} of the answer " for c in range(20))  # ~420 bytes
+WAVE = 500
+"""Loops used once are sent in waves of this many, each once the last is idle."""
 IDLE_MESSAGES = 20
 IDLE_MESSAGE_BYTES = 400
 
@@ -224,6 +227,14 @@ def _ready(port: int) -> bool:
             return int(answer.status) == 200
     except OSError:
         return False
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident set (``VmHWM``), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _metrics(port: int, names: tuple[str, ...]) -> dict[str, float]:
@@ -452,21 +463,26 @@ async def used_once_case(bootstrap: str, loops: int, budget: int) -> dict[str, A
                 rss_before = rss_bytes(proc.pid)
                 started = time.perf_counter()
                 session = uuid.uuid4()
-                await produce_commands(
-                    bootstrap,
-                    topics.commands,
-                    (
-                        submit_command(uuid.uuid4(), session, "hello")
-                        for _ in range(loops)
-                    ),
-                )
-                await wait_until(
-                    lambda: counter.counts["LoopIdle"] >= loops,
-                    timeout=1800,
-                    interval=0.1,
-                )
+                for sent in range(0, loops, WAVE):
+                    wave = min(WAVE, loops - sent)
+                    await produce_commands(
+                        bootstrap,
+                        topics.commands,
+                        (
+                            submit_command(uuid.uuid4(), session, "hello")
+                            for _ in range(wave)
+                        ),
+                    )
+                    done = sent + wave
+                    await wait_until(
+                        lambda: counter.counts["LoopIdle"] >= done,  # noqa: B023
+                        timeout=600,
+                        interval=0.05,
+                    )
                 seconds = time.perf_counter() - started
+                await asyncio.sleep(2.5)  # a passivation sweep or two
                 rss = rss_bytes(proc.pid)
+                peak = _peak_rss(proc.pid)
                 gauges = _metrics(port, ("live_loops", "loops_passivated_total"))
         finally:
             await counter.stop()
@@ -476,6 +492,7 @@ async def used_once_case(bootstrap: str, loops: int, budget: int) -> dict[str, A
         "seconds": round(seconds, 1),
         "rss_mib_ready": round(rss_before / 2**20, 1),
         "rss_mib_after": round(rss / 2**20, 1),
+        "rss_mib_peak": round(peak / 2**20, 1),
         "live_loops": gauges.get("live_loops"),
         "passivated": gauges.get("loops_passivated_total"),
     }
