@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     Models,
     apply_topic_set,
@@ -30,6 +30,7 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     clients_for,
     collect_garbage,
     collect_until,
+    committed_state_records,
     connect,
     count_type,
     delete_topic_set,
@@ -81,25 +82,8 @@ async def turn(session: KafkaSession, loop_id: LoopId, text: str) -> list[str]:
 
 async def committed_snapshots(lane: Lane) -> list[LoopState]:
     """Every committed state record of the loops partition, in order."""
-    codec = default_codec()
-    reader = AIOKafkaConsumer(
-        bootstrap_servers=lane.bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-    )
-    await reader.start()
-    try:
-        tp = TopicPartition(lane.topics.loops, 0)
-        reader.assign([tp])
-        await reader.seek_to_beginning(tp)
-        end = (await reader.end_offsets([tp]))[tp]
-        snapshots = []
-        while await reader.position(tp) < end:
-            for records in (await reader.getmany(tp, timeout_ms=1000)).values():
-                snapshots += [codec.unmarshal_state(r.value) for r in records]
-    finally:
-        await reader.stop()
-    return snapshots
+    records = await committed_state_records(lane.bootstrap, lane.topics.loops)
+    return [state for _, state in records]
 
 
 async def check_loop_snapshots(lane: Lane, loop_id: LoopId) -> None:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from uuid import UUID, uuid4
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from tests.support.eventually import assert_eventually
 from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     Models,
@@ -22,6 +22,7 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     clients_for,
     collect_garbage,
     collect_until,
+    committed_state_records,
     connect,
     count_type,
     delete_topic_set,
@@ -54,29 +55,6 @@ async def topics(kafka_bootstrap: str) -> AsyncIterator[tuple[str, TopicNames]]:
         yield prefix, names
     finally:
         await delete_topic_set(kafka_bootstrap, prefix)
-
-
-async def _loops_records(bootstrap: str, topic: str) -> list[tuple[bytes, LoopState]]:
-    """Every committed record of the loops partition: key and decoded value."""
-    codec = default_codec()
-    reader = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-    )
-    await reader.start()
-    found: list[tuple[bytes, LoopState]] = []
-    try:
-        tp = TopicPartition(topic, 0)
-        reader.assign([tp])
-        await reader.seek_to_beginning(tp)
-        end = (await reader.end_offsets([tp]))[tp]
-        while await reader.position(tp) < end:
-            for records in (await reader.getmany(tp, timeout_ms=1000)).values():
-                found += [(r.key, codec.unmarshal_state(r.value)) for r in records]
-    finally:
-        await reader.stop()
-    return found
 
 
 def _comparable(state: LoopState) -> LoopState:
@@ -115,7 +93,7 @@ async def test_state_writes_carry_what_changed_and_restore_equals_the_journal(
                 await session.submit(f"question {i}", loop_id=loop_id)
                 await collect_until(subscription, count_type("LoopIdle"))
 
-        records = await _loops_records(kafka_bootstrap, names.loops)
+        records = await committed_state_records(kafka_bootstrap, names.loops)
         history = {k: s for k, s in records if k != loop_key(loop_id)}
         heads = [s for k, s in records if k == loop_key(loop_id)]
         assert sorted(history) == sorted(history_key(loop_id, n) for n in range(6))
@@ -157,7 +135,7 @@ async def test_state_writes_carry_what_changed_and_restore_equals_the_journal(
             AIMessage,
         ] * 3 + [UserMessage]
         # The new owner went on with the same history records (no rewrite).
-        records = await _loops_records(kafka_bootstrap, names.loops)
+        records = await committed_state_records(kafka_bootstrap, names.loops)
         keys = [k for k, _ in records if k != loop_key(loop_id)]
         assert sorted(set(keys)) == sorted(history_key(loop_id, n) for n in range(8))
         assert len(keys) == 8

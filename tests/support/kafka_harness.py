@@ -221,6 +221,34 @@ def count_type(name: str, times: int = 1) -> Callable[[list[AnyEvent]], bool]:
     return lambda events: sum(e.type_name == name for e in events) >= times
 
 
+async def committed_state_records(
+    bootstrap: str, topic: str, partition: int = 0
+) -> list[tuple[bytes, LoopState]]:
+    """Every committed record of a loops partition, in order: key and state."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    codec = default_codec()
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+    )
+    await reader.start()
+    found: list[tuple[bytes, LoopState]] = []
+    try:
+        tp = TopicPartition(topic, partition)
+        reader.assign([tp])
+        await reader.seek_to_beginning(tp)
+        end = (await reader.end_offsets([tp]))[tp]
+        async with asyncio.timeout(TIMEOUT):
+            while await reader.position(tp) < end:
+                for records in (await reader.getmany(tp, timeout_ms=1000)).values():
+                    found += [(r.key, codec.unmarshal_state(r.value)) for r in records]
+    finally:
+        await reader.stop()
+    return found
+
+
 async def read_all(
     bootstrap: str, topics: TopicNames, partitions: int
 ) -> list[JournalEntry]:
