@@ -171,7 +171,12 @@ async def restore_with_snapshot(
 ) -> float:
     codec = default_codec()
     started = time.perf_counter()
-    snapshots = await read_state_index(clients, codec, TopicPartition(topics.loops, 0))
+    snapshots = await read_state_index(
+        clients,
+        codec,
+        TopicPartition(topics.loops, 0),
+        TopicPartition(topics.history, 0),
+    )
     journal = PartitionJournal(
         partition=0,
         writer=None,  # type: ignore[arg-type] - recover never writes

@@ -126,6 +126,14 @@ async def _partition_bytes(bootstrap: str, topic: str, end: int) -> int:
     return total
 
 
+async def _state_bytes(bootstrap: str, topics: TopicNames) -> int:
+    """Bytes of every record of the state topics (heads and history records)."""
+    total = 0
+    for topic in (topics.loops, topics.history):
+        total += await _partition_bytes(bootstrap, topic, await _end(bootstrap, topic))
+    return total
+
+
 async def _end(bootstrap: str, topic: str) -> int:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
     await consumer.start()
@@ -176,9 +184,7 @@ async def bytes_case(bootstrap: str, marks: list[int]) -> list[dict[str, Any]]:
                         await idle.get()
                         if turn not in marks:
                             continue
-                        state = await _partition_bytes(
-                            bootstrap, topics.loops, await _end(bootstrap, topics.loops)
-                        )
+                        state = await _state_bytes(bootstrap, topics)
                         journal = await _partition_bytes(
                             bootstrap,
                             topics.events,
@@ -299,7 +305,10 @@ async def _template(bootstrap: str, topics: TopicNames, prefix: str) -> LoopStat
         finally:
             await session.close()
     read = await read_latest_states(
-        clients_for(bootstrap), default_codec(), TopicPartition(topics.loops, 0)
+        clients_for(bootstrap),
+        default_codec(),
+        TopicPartition(topics.loops, 0),
+        TopicPartition(topics.history, 0),
     )
     return read.states[loop_id]
 
@@ -346,7 +355,7 @@ async def _write_idle_loops(
                 number = records.head.history_records - 1
                 pending.append(
                     await producer.send(
-                        topics.loops,
+                        topics.history,
                         codec.marshal_state(records.history),
                         key=history_key(loop_id, number),
                         partition=0,
@@ -383,9 +392,7 @@ async def takeover_case(bootstrap: str, idle_loops: int, probes: int) -> dict[st
         started = time.perf_counter()
         loops = await _write_idle_loops(bootstrap, topics, template, idle_loops)
         write_s = time.perf_counter() - started
-        state_bytes = await _partition_bytes(
-            bootstrap, topics.loops, await _end(bootstrap, topics.loops)
-        )
+        state_bytes = await _state_bytes(bootstrap, topics)
         port = _free_port()
         with actor_processes(
             1,

@@ -94,8 +94,9 @@ async def test_state_writes_carry_what_changed_and_restore_equals_the_journal(
                 await collect_until(subscription, count_type("LoopIdle"))
 
         records = await committed_state_records(kafka_bootstrap, names.loops)
-        history = {k: s for k, s in records if k != loop_key(loop_id)}
-        heads = [s for k, s in records if k == loop_key(loop_id)]
+        assert {k for k, _ in records} == {loop_key(loop_id)}
+        heads = [s for _, s in records]
+        history = dict(await committed_state_records(kafka_bootstrap, names.history))
         assert sorted(history) == sorted(history_key(loop_id, n) for n in range(6))
         # Each history record holds the one message its write added ...
         assert [
@@ -113,6 +114,7 @@ async def test_state_writes_carry_what_changed_and_restore_equals_the_journal(
             clients_for(kafka_bootstrap),
             default_codec(),
             TopicPartition(names.loops, 0),
+            TopicPartition(names.history, 0),
         )
         journal = await session.replay(loop_id)
         restored = read.states[loop_id]
@@ -135,8 +137,8 @@ async def test_state_writes_carry_what_changed_and_restore_equals_the_journal(
             AIMessage,
         ] * 3 + [UserMessage]
         # The new owner went on with the same history records (no rewrite).
-        records = await committed_state_records(kafka_bootstrap, names.loops)
-        keys = [k for k, _ in records if k != loop_key(loop_id)]
+        records = await committed_state_records(kafka_bootstrap, names.history)
+        keys = [k for k, _ in records]
         assert sorted(set(keys)) == sorted(history_key(loop_id, n) for n in range(8))
         assert len(keys) == 8
     finally:

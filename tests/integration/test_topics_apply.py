@@ -203,10 +203,10 @@ def test_cli_apply_alter_fixes_safe_drift_only_when_asked(
     fixed = runner.invoke(app, [*args, "--alter"])
     assert fixed.exit_code == 0, fixed.output
     altered = [line for line in fixed.output.splitlines() if "altered" in line]
-    # Every topic declaring max.message.bytes (commands, events, loops, dlq):
-    # a table line and a detail line each.
-    assert len(altered) == 8, fixed.output
-    assert fixed.output.count("altered from '1048588' to '8454144'") == 2
+    # Every topic declaring max.message.bytes (commands, events, loops,
+    # history, dlq): a table line and a detail line each.
+    assert len(altered) == 10, fixed.output
+    assert fixed.output.count("altered from '1048588' to '8454144'") == 3
     assert fixed.output.count("altered from '1048588' to '1048576'") == 1
     assert fixed.output.count("altered from '1048588' to '1114112'") == 1
 

@@ -289,6 +289,7 @@ async def check_snapshots(
             clients_for(bootstrap),
             default_codec(),
             TopicPartition(topics.loops, partition),
+            TopicPartition(topics.history, partition),
         )
         assert not read.unreadable, read.unreadable
         states.update(read.states)

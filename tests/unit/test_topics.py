@@ -24,13 +24,14 @@ TOPICS_YAML = Path(__file__).resolve().parents[2] / "infra" / "topics.yaml"
 
 
 def test_declared_topic_set_is_valid_and_complete() -> None:
-    """infra/topics.yaml declares the five v1 topics with their retention rules."""
+    """infra/topics.yaml declares the six v1 topics with their retention rules."""
     spec = load_topic_set(TOPICS_YAML)
     by_name = {t.name: t for t in spec.topics}
     assert set(by_name) == {
         "turnstream.commands.v1",
         "turnstream.events.v1",
         "turnstream.loops.v1",
+        "turnstream.history.v1",
         "turnstream.deltas.v1",
         "turnstream.commands.dlq.v1",
     }
@@ -39,6 +40,7 @@ def test_declared_topic_set_is_valid_and_complete() -> None:
     assert events["cleanup.policy"] == "delete"  # a journal is never compacted
     assert events["retention.ms"] == "-1"
     assert by_name["turnstream.loops.v1"].config["cleanup.policy"] == "compact"
+    assert by_name["turnstream.history.v1"].config["cleanup.policy"] == "compact"
     assert int(by_name["turnstream.deltas.v1"].config["retention.ms"]) <= 3_600_000
     assert by_name["turnstream.commands.dlq.v1"].config["cleanup.policy"] == "delete"
     # Replication is decided per cluster when applied, never fixed to 1 here.
@@ -303,6 +305,7 @@ def test_topics_every_answer_to_a_command_fits_its_topic() -> None:
         "turnstream.commands.dlq.v1",
         "turnstream.events.v1",
         "turnstream.loops.v1",
+        "turnstream.history.v1",
     ):
         assert limits[name] >= commands + 64 * 1024, name
 

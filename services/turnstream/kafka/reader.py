@@ -371,39 +371,56 @@ def _header(record: Any, name: str) -> bytes | None:
 
 
 async def read_state_index(
-    clients: KafkaClients, codec: Codec, tp: TopicPartition
+    clients: KafkaClients,
+    codec: Codec,
+    tp: TopicPartition,
+    history: TopicPartition,
 ) -> StateIndex:
-    """The latest state record per loop of the compacted loops partition ``tp``.
+    """The latest state records per loop of one partition of the state topics.
+
+    Args:
+        clients: builds the consumers.
+        codec: decodes what must be decoded at once.
+        tp: the compacted loops partition (the heads).
+        history: the same partition of the compacted history topic.
 
     Raises:
-        KafkaAuthorizationError: an ACL denies Read on the topic.
-        TransportError: the partition could not be read in time.
+        KafkaAuthorizationError: an ACL denies Read on a topic.
+        TransportError: a partition could not be read in time.
     """
     index = StateIndex(codec)
 
-    def take(record: Any) -> bool:
-        loop_id = parse_loop_key(record.key)
-        if loop_id is not None:
-            index.put(loop_id, record.value, _header(record, STATE_RESTORE))
-            return True
+    def take_history(record: Any) -> bool:
         numbered = parse_history_key(record.key)
         if numbered is not None:  # else not ours: every key names a loop
             index.put_history(*numbered, record.value)
         return True
 
-    index.end_offset = await _scan(clients, tp, None, take)
+    def take_head(record: Any) -> bool:
+        loop_id = parse_loop_key(record.key)
+        if loop_id is not None:  # else not ours: the topic is keyed by loop id
+            index.put(loop_id, record.value, _header(record, STATE_RESTORE))
+        return True
+
+    # Both partitions are written by this partition's owner only, which is
+    # this process from now on: the two scans see the same committed writes.
+    await _scan(clients, history, None, take_history)
+    index.end_offset = await _scan(clients, tp, None, take_head)
     return index
 
 
 async def read_latest_states(
-    clients: KafkaClients, codec: Codec, tp: TopicPartition
+    clients: KafkaClients,
+    codec: Codec,
+    tp: TopicPartition,
+    history: TopicPartition,
 ) -> SnapshotRead:
-    """The latest state per loop of the compacted loops partition ``tp``, decoded.
+    """The latest state per loop of one partition of the state topics, decoded.
 
     Raises:
-        TransportError: the partition could not be read in time.
+        TransportError: a partition could not be read in time.
     """
-    index = await read_state_index(clients, codec, tp)
+    index = await read_state_index(clients, codec, tp, history)
     states: dict[UUID, LoopState] = {}
     for loop_id in index.loops():
         state = index.peek(loop_id)

@@ -1,11 +1,11 @@
 """The topics a loop-actor service uses, and the co-partitioning check.
 
-Owns :class:`TopicNames` (commands, events, loops, deltas and dead-letter
-topic names, with the prefix/suffix form tests use) and
-:func:`check_copartitioned`, run once at start-up: the commands, events and
-loops topics must have the same partition count, because a loop's commands,
-journal and state must share one partition number (the service writes events
-and state to the partition its commands arrived on). A mismatch is a
+Owns :class:`TopicNames` (commands, events, loops, history, deltas and
+dead-letter topic names, with the prefix/suffix form tests use) and
+:func:`check_copartitioned`, run once at start-up: the commands, events,
+loops and history topics must have the same partition count, because a loop's
+commands, journal and state must share one partition number (the service
+writes events and state to the partition its commands arrived on). A mismatch is a
 :class:`~turnstream.errors.ConfigError`.
 
 Part of ``turnstream.kafka``; must not import the runtime or the wire codec.
@@ -56,7 +56,9 @@ class TopicNames:
     Attributes:
         commands: commands to loops, keyed by loop id.
         events: the enduring journal (delete policy, no retention limit).
-        loops: the latest state per loop (compacted).
+        loops: the latest state per loop (compacted): its head.
+        history: the history records of each loop's state (compacted; keyed
+            ``<loop id>/<n>``, see :mod:`turnstream.kafka.state_records`).
         deltas: live-only events (lossy).
         dead_letters: commands that could not be decoded.
     """
@@ -64,6 +66,7 @@ class TopicNames:
     commands: str = "turnstream.commands.v1"
     events: str = "turnstream.events.v1"
     loops: str = "turnstream.loops.v1"
+    history: str = "turnstream.history.v1"
     deltas: str = "turnstream.deltas.v1"
     dead_letters: str = "turnstream.commands.dlq.v1"
 
@@ -75,12 +78,13 @@ class TopicNames:
             commands=f"{prefix}{base.commands}{suffix}",
             events=f"{prefix}{base.events}{suffix}",
             loops=f"{prefix}{base.loops}{suffix}",
+            history=f"{prefix}{base.history}{suffix}",
             deltas=f"{prefix}{base.deltas}{suffix}",
             dead_letters=f"{prefix}{base.dead_letters}{suffix}",
         )
 
     def co_partitioned(self) -> tuple[str, str, str]:
-        """The topics that must share a partition count."""
+        """The topics that must share a partition count (and ``history``)."""
         return (self.commands, self.events, self.loops)
 
 
@@ -144,7 +148,7 @@ async def partition_counts(
 
 
 async def check_copartitioned(clients: KafkaClients, topics: TopicNames) -> int:
-    """Return the shared partition count of commands, events and loops.
+    """Return the shared partition count of commands, events, loops and history.
 
     Raises:
         ConfigError: a topic is missing or the counts differ.
@@ -167,4 +171,14 @@ async def check_copartitioned(clients: KafkaClients, topics: TopicNames) -> int:
             "commands, events and loops topics must have the same partition "
             f"count (co-partitioned by loop id); found {listing}",
         )
-    return distinct.pop()
+    shared = distinct.pop()
+    history = await partition_counts(
+        clients, [topics.history], {topics.history: "Read and Write"}
+    )
+    if history[topics.history] != shared:
+        raise ConfigError(
+            "topics",
+            f"{topics.history} must have the loops topic's partition count "
+            f"({shared}); found {history[topics.history]}",
+        )
+    return shared

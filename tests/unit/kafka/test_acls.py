@@ -24,15 +24,18 @@ def test_client_grants_are_commands_write_and_journal_read_only() -> None:
 
 
 def test_actor_grants_cover_its_topics_group_and_transactional_ids() -> None:
-    """The actor reads commands (its group), events and loops; writes the journal,
-    state, deltas and dead letters; owns the transactional ids of its group."""
+    """The actor reads commands (its group), events, loops and history; writes the
+    journal, state, deltas and dead letters; owns the transactional ids of its
+    group."""
     assert [str(a) for a in role_acls(Role.ACTOR, "User:a", NAMES)] == [
         "ALLOW User:a Read Topic t1.turnstream.commands.v1",
         "ALLOW User:a Read Group g",
         "ALLOW User:a Read Topic t1.turnstream.events.v1",
         "ALLOW User:a Read Topic t1.turnstream.loops.v1",
+        "ALLOW User:a Read Topic t1.turnstream.history.v1",
         "ALLOW User:a Write Topic t1.turnstream.events.v1",
         "ALLOW User:a Write Topic t1.turnstream.loops.v1",
+        "ALLOW User:a Write Topic t1.turnstream.history.v1",
         "ALLOW User:a Write Topic t1.turnstream.deltas.v1",
         "ALLOW User:a Write Topic t1.turnstream.commands.dlq.v1",
         "ALLOW User:a Write TransactionalId prefix turnstream-g-",

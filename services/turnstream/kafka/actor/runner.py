@@ -227,7 +227,10 @@ class PartitionRunner:
             self.writer.run(), f"writer-{ctx.topics.commands}-{self.partition}"
         )
         snapshots = await read_state_index(
-            ctx.clients, ctx.codec, TopicPartition(ctx.topics.loops, self.partition)
+            ctx.clients,
+            ctx.codec,
+            TopicPartition(ctx.topics.loops, self.partition),
+            TopicPartition(ctx.topics.history, self.partition),
         )
         self._journal = PartitionJournal(
             partition=self.partition,

@@ -733,10 +733,10 @@ class PartitionWriter:
             )
             kept, records = self._state_records(split(state, request.added_ids))
             outcome.states[index] = kept
-            for key, value, headers in records:
+            for topic, key, value, headers in records:
                 futures.append(
                     await self._send(
-                        self._topics.loops,
+                        topic,
                         value,
                         key=key,
                         partition=self.partition,
@@ -747,8 +747,8 @@ class PartitionWriter:
 
     def _state_records(
         self, records: StateRecords
-    ) -> tuple[LoopState, list[tuple[bytes, bytes, list[tuple[str, bytes]]]]]:
-        """The state to keep, and the loops-topic records (key, value, headers)."""
+    ) -> tuple[LoopState, list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]]]:
+        """The state to keep, and its records (topic, key, value, headers)."""
         head, history, kept = records.head, records.history, records.kept
         loop_id = head.loop_id
         sends = []
@@ -770,12 +770,14 @@ class PartitionWriter:
                 )
             else:
                 key = history_key(loop_id, history.history_records - 1)
-                sends.append((key, data, self._codec.kafka_headers(history)))
+                headers = self._codec.kafka_headers(history)
+                sends.append((self._topics.history, key, data, headers))
         headers = [
             *self._codec.kafka_headers(head),
             (STATE_RESTORE, restore_hint(head)),
         ]
-        sends.append((loop_key(loop_id), self._codec.marshal_state(head), headers))
+        value = self._codec.marshal_state(head)
+        sends.append((self._topics.loops, loop_key(loop_id), value, headers))
         return kept, sends
 
     def _succeed(self, batch: list[_Request], outcome: _Outcome) -> None:

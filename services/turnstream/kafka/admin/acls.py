@@ -189,8 +189,10 @@ def role_acls(role: Role, principal: str, names: RoleNames) -> tuple[Acl, ...]:
                 ),
                 _topic(principal, read, t.events),
                 _topic(principal, read, t.loops),
+                _topic(principal, read, t.history),
                 _topic(principal, write, t.events),
                 _topic(principal, write, t.loops),
+                _topic(principal, write, t.history),
                 _topic(principal, write, t.deltas),
                 _topic(principal, write, t.dead_letters),
                 Acl(
