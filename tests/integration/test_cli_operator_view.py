@@ -50,6 +50,8 @@ class Finished:
     prefix: str
     names: TopicNames
     loop_id: LoopId
+    turn_id: object
+    turn_ends: list[dict[str, object]]
 
 
 @pytest.fixture(autouse=True)
@@ -76,9 +78,21 @@ async def _send_poison(bootstrap: str, topic: str, loop_id: LoopId) -> None:
         await producer.stop()
 
 
+def _turn_ends(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
+    keys = ("loop_id", "turn_id", "outcome", "steps")
+    return [
+        {k: r.__dict__[k] for k in keys}
+        for r in caplog.records
+        if r.name == "turnstream.kafka.actor.journal" and r.getMessage() == "turn ended"
+    ]
+
+
 @pytest.fixture
-async def finished(kafka_bootstrap: str) -> AsyncIterator[Finished]:
+async def finished(
+    kafka_bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[Finished]:
     """A loop with one finished turn, and one dead letter."""
+    caplog.set_level("INFO", logger="turnstream.kafka.actor.journal")
     prefix = unique_prefix("operator-view")
     names = await apply_topic_set(kafka_bootstrap, prefix, partitions=2)
     loop_id = LoopId(uuid4())
@@ -108,7 +122,9 @@ async def finished(kafka_bootstrap: str) -> AsyncIterator[Finished]:
                 await assert_eventually(dead_lettered, timeout=60)
         finally:
             await session.close()
-        yield Finished(prefix, names, loop_id)
+        yield Finished(
+            prefix, names, loop_id, outcome.terminal.header.turn_id, _turn_ends(caplog)
+        )
     finally:
         await delete_topic_set(kafka_bootstrap, prefix)
 
@@ -180,3 +196,17 @@ async def test_dlq_tail_prints_headers_never_the_payload(
     assert "offset=0" in line
     assert "operator-view-secret-payload" not in out
     assert "1 of 1 dead letter(s) on" in out
+
+
+async def test_the_actor_logs_one_line_per_committed_turn_end(
+    finished: Finished,
+) -> None:
+    """The in-process actor's turn: one `turn ended` line, ids and outcome."""
+    assert finished.turn_ends == [
+        {
+            "loop_id": str(finished.loop_id),
+            "turn_id": str(finished.turn_id),
+            "outcome": "TurnDone",
+            "steps": 1,
+        }
+    ]

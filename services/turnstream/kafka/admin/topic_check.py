@@ -21,7 +21,8 @@ What is checked, from the declared set (``infra/topics.yaml``):
 ``max.message.bytes`` and ``min.insync.replicas`` may exceed the declared value.
 The comparison is ``topics.diff_topic``'s. A principal without DescribeConfigs
 on the topics (the actor role's ACLs do not grant it) gets a warning and no
-check, as the broker probe tolerates the same denial.
+check, as the broker probe tolerates the same denial; a topic an ACL hides
+entirely is skipped, left to the service's start-up, which names the grant.
 
 Part of ``turnstream.kafka``, the only package allowed to import aiokafka.
 """
@@ -165,6 +166,11 @@ async def verify_topics(
         return
     async with admin_session(conn, security=security) as admin:
         layout = await _replication(admin, conn, [t.name for t in wanted])
+        # A topic an ACL hides is the service's to report, naming the grant
+        # it needs (Read or Write), as it does at start-up.
+        wanted = [t for t in wanted if t.name in layout]
+        if not wanted:
+            return
         configs = await _configs(
             admin, conn, {t.name: (*keys.get(t.name, ()), _MIN_ISR) for t in wanted}
         )
@@ -201,6 +207,8 @@ async def _replication(
     layout: dict[str, tuple[int, int]] = {}
     for entry in metadata:
         name, code = str(entry["topic"]), int(entry["error_code"])
+        if code == _TOPIC_AUTHORIZATION_FAILED:
+            continue
         if code == _UNKNOWN_TOPIC or (code == 0 and not entry["partitions"]):
             raise ConfigError(
                 "topics", f"topic {name} does not exist (run `turnstream topics apply`)"
