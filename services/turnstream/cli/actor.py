@@ -7,7 +7,8 @@ secrets come from the environment only, see ``python -m turnstream.loop_actor
 --help``; the model's API key from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``).
 ``run`` loads the agents to host (``--agent package.module:attribute``, from the
 current directory; the built-in ``turnstream`` agent without it), probes Kafka,
-optionally applies ``infra/topics.yaml``, serves
+optionally applies ``infra/topics.yaml``, verifies the topic settings turns
+rely on (:func:`~turnstream.kafka.admin.topic_check.verify_topics`), serves
 ``/metrics`` and ``/ready`` on ``--metrics-port`` (loopback by default; 0 turns
 it off), and runs :func:`~turnstream.loop_actor.run_service` until SIGTERM or
 Ctrl-C, which stop it in order. Several processes with the same ``--group``
@@ -48,11 +49,17 @@ from turnstream.cli.settings import (
     parse_log_level,
 )
 from turnstream.cli.signals import stop_on_signals
-from turnstream.cli.topics import PartitionsOption, ReplicationFactorOption
+from turnstream.cli.topics import (
+    PartitionsOption,
+    ReplicationFactorOption,
+    default_topic_set,
+)
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.service import LoopActorService
 from turnstream.kafka.admin.probe import check_broker
+from turnstream.kafka.admin.topic_check import verify_topics
 from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
+from turnstream.kafka.topology import TopicNames
 from turnstream.loop_actor import ActorSettings, run_service
 from turnstream.loop_actor.agents import hosted_agents
 from turnstream.loop_actor.metrics_http import serve_health
@@ -85,20 +92,31 @@ app = typer.Typer(
 
 async def _ensure_topics(
     target: KafkaTarget,
-    topics_file: str,
+    topics_file: str | None,
     *,
     partitions: int | None,
     replication_factor: int | None,
 ) -> None:
+    """Apply ``topics_file`` if given; always verify the settings turns rely on."""
     desired = resolve_topics(
-        load_topic_set(Path(topics_file)),
+        load_topic_set(Path(topics_file) if topics_file else default_topic_set()),
         partitions=partitions,
         replication_factor=replication_factor,
         prefix=target.prefix,
         suffix=target.suffix,
     )
-    await apply_topics(
-        target.connection, desired, security=target.security, raise_on_mismatch=True
+    if topics_file is not None:
+        await apply_topics(
+            target.connection,
+            desired,
+            security=target.security,
+            raise_on_mismatch=True,
+        )
+    await verify_topics(
+        target.connection,
+        desired,
+        TopicNames.with_affixes(prefix=target.prefix, suffix=target.suffix),
+        security=target.security,
     )
 
 
@@ -112,13 +130,12 @@ async def _run(
     replication_factor: int | None = None,
 ) -> None:
     await check_broker(target.connection, security=target.security)
-    if topics_file is not None:
-        await _ensure_topics(
-            target,
-            topics_file,
-            partitions=partitions,
-            replication_factor=replication_factor,
-        )
+    await _ensure_topics(
+        target,
+        topics_file,
+        partitions=partitions,
+        replication_factor=replication_factor,
+    )
     metrics = ServiceMetrics()
     services: list[LoopActorService] = []
     stopping = False
@@ -301,10 +318,13 @@ def run(
 ) -> None:
     """Run loop actors until SIGTERM or Ctrl-C (then stop in order, exit 0).
 
-    Run several (same --group, distinct --metrics-port) to share the load. Exit
-    codes: 0 clean stop, 1 failure or topics that differ from --ensure-topics, 2 bad
-    settings or missing topics, 3 Kafka unreachable, 4 login refused, 5 TLS
-    failed, 6 ACL denied.
+    Run several (same --group, distinct --metrics-port) to share the load. Every
+    start verifies the topic settings turns rely on (journal not compacted and
+    kept forever, state compacted, size limits and min ISR at least those of
+    infra/topics.yaml). Exit codes: 0 clean stop, 1 failure or topics that
+    differ from --ensure-topics, 2 bad settings, missing topics or topic
+    settings that would lose or refuse data, 3 Kafka unreachable, 4 login
+    refused, 5 TLS failed, 6 ACL denied.
     """
     with exit_on_errors():
         fmt = parse_log_format(log_format)

@@ -19,6 +19,8 @@ from turnstream.cli import (
     broker,
     chat,
     demo,
+    dlq,
+    loops,
     respond,
     smoke,
     tail,
@@ -74,6 +76,8 @@ app.command(name="respond")(respond.respond)
 app.command(name="tail")(tail.tail)
 app.command(name="demo")(demo.demo)
 app.command(name="acls")(acls.acls)
+app.add_typer(loops.app, name="loops")
+app.add_typer(dlq.app, name="dlq")
 
 
 def main() -> None:

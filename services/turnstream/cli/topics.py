@@ -38,6 +38,7 @@ __all__ = [
     "ReplicationFactorOption",
     "app",
     "apply_declared_topics",
+    "default_topic_set",
     "print_report",
 ]
 
@@ -148,7 +149,7 @@ def apply_declared_topics(
         BrokerUnreachableError: Kafka does not answer.
         typer.Exit: with code 1 after printing the mismatches.
     """
-    path = file or _default_topic_set()
+    path = file or default_topic_set()
     topics = resolve_topics(
         load_topic_set(path),
         partitions=partitions,
@@ -225,7 +226,8 @@ def apply(
         )
 
 
-def _default_topic_set() -> Path:
+def default_topic_set() -> Path:
+    """The checkout's ``infra/topics.yaml``, else the installed wheel's copy."""
     try:
         return project_dir() / "infra" / "topics.yaml"
     except ConfigError:  # not in a checkout: the installed wheel's copy

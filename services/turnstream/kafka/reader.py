@@ -13,7 +13,9 @@ scan always ends:
 * :func:`read_journal`: events of one events partition from an offset,
   optionally only those of some loops (filtered by key before decoding);
 * :func:`record_visible`: whether the record at one offset is visible
-  ``read_committed`` (used to settle a commit whose answer was lost).
+  ``read_committed`` (used to settle a commit whose answer was lost);
+* :func:`read_dead_letters`: the dead-letter headers of one dead-letter
+  partition (``turnstream dlq tail``), never the payload.
 
 Every call runs under the connection's timeouts. A fetch an ACL denies raises
 :class:`~turnstream.kafka.errors.KafkaAuthorizationError` (``Read`` on the
@@ -48,9 +50,11 @@ from turnstream.state import LoopState
 from turnstream.wire import Codec
 
 __all__ = [
+    "DeadLetterEntry",
     "JournalEntry",
     "SnapshotRead",
     "StateIndex",
+    "read_dead_letters",
     "read_journal",
     "read_latest_states",
     "read_state_index",
@@ -58,6 +62,8 @@ __all__ = [
 ]
 
 _FETCH_MS = 200
+# The headers ``records.dead_letter_headers`` adds (kind, reason, where from).
+_DLQ_PREFIX = "ts-dlq-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,3 +499,47 @@ async def record_visible(
             retriable=True,
         )
     return bool(found) and found[0] == offset
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterEntry:
+    """One dead letter, without its payload.
+
+    Attributes:
+        partition: its dead-letter partition.
+        offset: its offset there.
+        timestamp_ms: when it was written (the record timestamp).
+        headers: its ``ts-dlq-*`` headers (kind, reason, and the topic,
+            partition and offset of the command it came from), decoded.
+    """
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    headers: dict[str, str]
+
+
+async def read_dead_letters(
+    clients: KafkaClients, tp: TopicPartition, *, start: int = 0
+) -> list[DeadLetterEntry]:
+    """The committed dead letters of ``tp`` from ``start``; headers only.
+
+    Raises:
+        KafkaAuthorizationError: an ACL denies Read on the topic.
+        TransportError: the partition could not be read in time.
+    """
+    entries: list[DeadLetterEntry] = []
+
+    def take(record: Any) -> bool:
+        headers = {
+            name: bytes(value).decode("utf-8", "replace")
+            for name, value in record.headers or ()
+            if name.startswith(_DLQ_PREFIX)
+        }
+        entries.append(
+            DeadLetterEntry(tp.partition, record.offset, record.timestamp, headers)
+        )
+        return True
+
+    await _scan(clients, tp, start, take)
+    return entries

@@ -74,6 +74,9 @@ KAFKA_COMMANDS = [
     pytest.param(
         ["respond", str(uuid.uuid4()), "--loop", str(uuid.uuid4())], id="respond"
     ),
+    pytest.param(["loops", "list"], id="loops-list"),
+    pytest.param(["loops", "show", str(uuid.uuid4())], id="loops-show"),
+    pytest.param(["dlq", "tail"], id="dlq-tail"),
 ]
 
 

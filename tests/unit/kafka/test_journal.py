@@ -9,7 +9,7 @@ read), and what a partition being handed over may still commit.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -20,6 +20,8 @@ from turnstream.events import (
     CancelReason,
     Cause,
     EnduringEvent,
+    FailureInfo,
+    FailureKind,
     Header,
     InputCancelled,
     LoopIdle,
@@ -27,6 +29,7 @@ from turnstream.events import (
     RejectReason,
     StepDone,
     TurnDone,
+    TurnFailed,
     TurnInterrupted,
     TurnRejected,
     TurnStarted,
@@ -331,4 +334,81 @@ async def test_journal_drain_lets_running_turns_finish_but_starts_nothing() -> N
         "StepDone",
         "TurnDone",
         "LoopIdle",
+    ]
+
+
+def _turn_end_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    keys = ("loop_id", "turn_id", "outcome", "reason", "duration_s", "steps")
+    return [
+        {k: r.__dict__[k] for k in keys if k in r.__dict__}
+        for r in caplog.records
+        if r.name == "turnstream.kafka.actor.journal" and r.getMessage() == "turn ended"
+    ]
+
+
+async def test_journal_logs_one_line_per_turn_end_with_ids_outcome_and_steps(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each committed terminal logs once at INFO: ids, outcome, duration, steps.
+
+    No content: neither the question nor the answer appears in the line.
+    """
+    caplog.set_level("INFO", logger="turnstream.kafka.actor.journal")
+    writer = FakeWriter()
+    journal, _ = journal_with(writer)
+    loop_id = LoopId(uuid4())
+    done_id, (started, step, done) = turn(loop_id, 1, uuid4())
+    failed_id, (started2, step2, _) = turn(loop_id, 2, uuid4())
+    start = started2.header.created_at
+    assert start is not None
+    failed = TurnFailed(
+        header=header(loop_id, turn_id=failed_id).model_copy(
+            update={"created_at": start + timedelta(seconds=2.5)}
+        ),
+        turn_index=2,
+        error=FailureInfo(kind=FailureKind.TOOL_LIMIT, message="25 tool rounds"),
+    )
+    for batch in ([started], [step], [done], [started2], [step2, step2], [failed]):
+        await journal.append(loop_id, batch)
+
+    lines = _turn_end_lines(caplog)
+    assert [line.pop("duration_s") >= 0 for line in lines[:1]] == [True]
+    assert lines == [
+        {
+            "loop_id": str(loop_id),
+            "turn_id": str(done_id),
+            "outcome": "TurnDone",
+            "steps": 1,
+        },
+        {
+            "loop_id": str(loop_id),
+            "turn_id": str(failed_id),
+            "outcome": "TurnFailed",
+            "reason": "tool_limit",
+            "duration_s": 2.5,
+            "steps": 2,
+        },
+    ]
+    assert all(r.levelname == "INFO" for r in caplog.records)
+    assert "25 tool rounds" not in caplog.text
+
+
+async def test_journal_logs_an_interrupted_turn_started_elsewhere_without_duration(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A turn this owner did not see start still logs its end, with no duration."""
+    caplog.set_level("INFO", logger="turnstream.kafka.actor.journal")
+    writer = FakeWriter()
+    journal, _ = journal_with(writer)
+    loop_id = LoopId(uuid4())
+    turn_id = uuid4()
+    interrupted = TurnInterrupted(header=header(loop_id, turn_id=turn_id), turn_index=1)
+    await journal.append(loop_id, [interrupted])
+    assert _turn_end_lines(caplog) == [
+        {
+            "loop_id": str(loop_id),
+            "turn_id": str(turn_id),
+            "outcome": "TurnInterrupted",
+            "steps": 0,
+        }
     ]

@@ -37,8 +37,11 @@ ports (adapters sit above the runtime); from aiokafka only ``TopicPartition``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from aiokafka import TopicPartition
@@ -71,6 +74,8 @@ from turnstream.wire import Codec, EncodeError
 
 __all__ = ["PartitionJournal"]
 
+_log = logging.getLogger(__name__)
+
 # What a partition being handed over may still commit: the end of a running
 # turn (its truncated step, its terminal, its abandoned gates).
 _HANDOVER_TYPES = (StepDone, TurnDone, TurnFailed, TurnInterrupted, GateResolved)
@@ -88,6 +93,7 @@ class _LoopView:
     unfolded: list[EnduringEvent] = field(default_factory=list)
     open_turn: bool = False
     resolved: SeenCommands = field(default_factory=SeenCommands)
+    turn_started_at: datetime | None = None
 
 
 class PartitionJournal:
@@ -247,6 +253,7 @@ class PartitionJournal:
         def committed(written: LoopState | None) -> None:
             # Runs for every committed append, even one whose caller stopped
             # waiting: the view always equals what Kafka holds.
+            _log_turn_ends(loop_id, view, events)
             view.open_turn = open_after
             _remember(view, events)
             if written is not None:
@@ -362,6 +369,42 @@ def _seen(state: LoopState) -> SeenCommands:
 def _replies(events: Iterable[EnduringEvent]) -> list[UUID]:
     """The command ids ``events`` answer, in order (what the fold records)."""
     return [r for r in (e.reply_to() for e in events) if r is not None]
+
+
+def _log_turn_ends(
+    loop_id: LoopId, view: _LoopView, events: Sequence[EnduringEvent]
+) -> None:
+    """One INFO line per committed terminal: ids, outcome, duration, steps.
+
+    Never content. Steps are the turn's ``StepDone`` events since its
+    ``TurnStarted`` state write (all of them: that write is the last before the
+    terminal); the duration is left out for a turn started under another owner.
+    """
+    seen = [*view.unfolded, *events]
+    for event in events:
+        if isinstance(event, TurnStarted):
+            view.turn_started_at = event.header.created_at
+            continue
+        if not isinstance(event, TurnDone | TurnFailed | TurnInterrupted):
+            continue
+        turn_id = event.header.turn_id
+        fields: dict[str, Any] = {
+            "loop_id": str(loop_id),
+            "turn_id": str(turn_id),
+            "outcome": event.type_name,
+            "steps": sum(
+                1
+                for e in seen
+                if isinstance(e, StepDone) and e.header.turn_id == turn_id
+            ),
+        }
+        if isinstance(event, TurnFailed):
+            fields["reason"] = event.error.kind.value
+        started, ended = view.turn_started_at, event.header.created_at
+        if started is not None and ended is not None:
+            fields["duration_s"] = round(max((ended - started).total_seconds(), 0), 3)
+        view.turn_started_at = None
+        _log.info("turn ended", extra=fields)
 
 
 def _remember(view: _LoopView, events: Iterable[EnduringEvent]) -> None:

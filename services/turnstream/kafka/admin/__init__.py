@@ -8,6 +8,8 @@ A table of contents:
 - ``topics``: ``infra/topics.yaml`` and its idempotent :func:`apply_topics`;
 - ``topic_changes``: waiting until created topics are visible, and the safe
   in-place config changes of ``topics apply --alter``;
+- ``topic_check``: the settings ``actor run`` verifies on every start (journal
+  not compacted, state compacted, size limits, min ISR);
 - ``acls``: the least-privilege ACLs of the actor, client and analytics roles
   and :func:`~turnstream.kafka.admin.acls.apply_acls` (``turnstream acls``).
 

@@ -10,7 +10,10 @@ A table of contents:
   every loop's events (a consumer group, ``read_committed``, at-least-once
   commits after the handler, rebalance-safe) and :class:`JournalRecord`;
 - ``turns``: :class:`Turn` (a handle following one input to its outcome),
-  :class:`TurnOutcome`, :class:`TurnStatus`.
+  :class:`TurnOutcome`, :class:`TurnStatus`;
+- ``inspection``: what an operator reads across partitions (every loop's
+  latest state, the dead letters' headers), for ``turnstream loops`` and
+  ``turnstream dlq``.
 
 With it, from the shared modules of :mod:`turnstream.kafka`: where the brokers
 are (:class:`~turnstream.kafka.connection.KafkaConnection`), how to reach them

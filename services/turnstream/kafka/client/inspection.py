@@ -1,0 +1,86 @@
+"""What an operator reads across every partition: loop states and dead letters.
+
+Owns :func:`read_loop_states` (the latest state of every loop on the compacted
+loops topic, assembled from its head and history records by
+:func:`~turnstream.kafka.reader.read_latest_states`) and
+:func:`read_dead_letter_headers` (the dead letters' headers, never their
+payload). ``turnstream loops list|show`` and ``turnstream dlq tail`` call them.
+Each reads every partition to the end captured when its scan starts, under the
+connection's timeouts. Never imports the actor or admin subpackages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from aiokafka import TopicPartition
+
+from turnstream.kafka.clients import KafkaClients
+from turnstream.kafka.reader import (
+    DeadLetterEntry,
+    read_dead_letters,
+    read_latest_states,
+)
+from turnstream.kafka.topology import TopicNames, partition_counts
+from turnstream.state import LoopState
+from turnstream.wire import Codec
+
+__all__ = ["LoopStates", "read_dead_letter_headers", "read_loop_states"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopStates:
+    """The latest state of every loop on the loops topic.
+
+    Attributes:
+        states: loop id to its latest decodable state.
+        unreadable: loops whose latest state record does not decode.
+    """
+
+    states: dict[UUID, LoopState]
+    unreadable: frozenset[UUID]
+
+
+async def read_loop_states(
+    clients: KafkaClients, codec: Codec, topics: TopicNames
+) -> LoopStates:
+    """Every loop's latest state, from all partitions of the loops topic.
+
+    Raises:
+        ConfigError: the loops topic does not exist.
+        KafkaAuthorizationError: an ACL denies Read on it.
+        TransportError: a partition could not be read in time.
+    """
+    count = (await partition_counts(clients, [topics.loops], {topics.loops: "Read"}))[
+        topics.loops
+    ]
+    states: dict[UUID, LoopState] = {}
+    unreadable: set[UUID] = set()
+    for partition in range(count):
+        read = await read_latest_states(
+            clients, codec, TopicPartition(topics.loops, partition)
+        )
+        states.update(read.states)
+        unreadable.update(read.unreadable)
+    return LoopStates(states, frozenset(unreadable))
+
+
+async def read_dead_letter_headers(
+    clients: KafkaClients, topics: TopicNames
+) -> list[DeadLetterEntry]:
+    """Every committed dead letter (headers only), oldest first per partition.
+
+    Raises:
+        ConfigError: the dead-letter topic does not exist.
+        KafkaAuthorizationError: an ACL denies Read on it.
+        TransportError: a partition could not be read in time.
+    """
+    topic = topics.dead_letters
+    count = (await partition_counts(clients, [topic], {topic: "Read"}))[topic]
+    entries: list[DeadLetterEntry] = []
+    for partition in range(count):
+        entries.extend(
+            await read_dead_letters(clients, TopicPartition(topic, partition))
+        )
+    return entries
