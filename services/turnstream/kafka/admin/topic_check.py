@@ -12,7 +12,8 @@ What is checked, from the declared set (``infra/topics.yaml``):
 
 - the journal (events): ``cleanup.policy``, ``retention.ms``,
   ``retention.bytes`` and ``max.message.bytes``;
-- the state topic (loops): ``cleanup.policy`` and ``max.message.bytes``;
+- the state topics (loops and history): ``cleanup.policy`` and
+  ``max.message.bytes``;
 - the dead-letter topic: ``max.message.bytes``;
 - every durable topic: ``min.insync.replicas`` at least RF - 1 (the rule of
   ``topics.yaml``, from the topic's own replication factor, so a single-broker
@@ -94,6 +95,7 @@ def checked_keys(names: TopicNames) -> dict[str, tuple[str, ...]]:
     return {
         names.events: _JOURNAL_KEYS,
         names.loops: _STATE_KEYS,
+        names.history: _STATE_KEYS,
         names.dead_letters: _DLQ_KEYS,
     }
 

@@ -59,7 +59,10 @@ async def read_loop_states(
     unreadable: set[UUID] = set()
     for partition in range(count):
         read = await read_latest_states(
-            clients, codec, TopicPartition(topics.loops, partition)
+            clients,
+            codec,
+            TopicPartition(topics.loops, partition),
+            TopicPartition(topics.history, partition),
         )
         states.update(read.states)
         unreadable.update(read.unreadable)
