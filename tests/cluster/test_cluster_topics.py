@@ -35,6 +35,8 @@ from turnstream.kafka.admin.topic_changes import topic_overrides
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 TOPICS_YAML = PROJECT_DIR / "infra" / "topics.yaml"
+TOPICS = load_topic_set(TOPICS_YAML).topics
+DURABLE = [t for t in TOPICS if t.durable]
 
 
 async def _layout(bootstrap: str, prefix: str) -> dict[str, tuple[int, str | None]]:
@@ -69,7 +71,7 @@ def test_apply_on_three_brokers_chooses_rf3_and_min_isr2(
         assert result.exit_code == 0, result.output
         assert "replication factor 3 (cluster default, 3 brokers)" in result.output
         layout = asyncio.run(_layout(bootstrap, prefix))
-        assert len(layout) == 5
+        assert len(layout) == len(TOPICS)
         for name, (rf, min_isr) in layout.items():
             assert rf == 3, name
             assert min_isr == (None if "deltas" in name else "2"), name
@@ -77,7 +79,7 @@ def test_apply_on_three_brokers_chooses_rf3_and_min_isr2(
             app, ["topics", "apply", "--bootstrap", bootstrap, "--prefix", prefix]
         )
         assert again.exit_code == 0, again.output
-        assert again.output.count(" ok ") == 5
+        assert again.output.count(" ok ") == len(TOPICS)
     finally:
         asyncio.run(_drop(bootstrap, prefix))
 
@@ -213,7 +215,8 @@ def test_alter_raises_min_isr_of_topics_made_before(kafka_cluster: DevCluster) -
         assert "--alter" in strict.output
         fixed = CliRunner().invoke(app, [*args, "--alter"])
         assert fixed.exit_code == 0, fixed.output
-        assert fixed.output.count("altered from '1' to '2'") == 4  # not deltas
+        # Every durable topic (all but deltas).
+        assert fixed.output.count("altered from '1' to '2'") == len(DURABLE)
         layout = asyncio.run(_layout(bootstrap, prefix))
         assert layout[f"{prefix}turnstream.events.v1"] == (3, "2")
         assert layout[f"{prefix}turnstream.deltas.v1"] == (3, "1")
