@@ -504,6 +504,14 @@ def _state_md(sec: dict[str, Any]) -> list[str]:
             f"| {r['state_kb_per_turn']:,.2f} | {r['journal_kb_per_turn']:,.2f} "
             f"| {r['state_per_journal']:.1f} |"
         )
+    restart = sec.get("restart_after_the_long_loop") or {}
+    if restart:
+        lines += [
+            "",
+            f"A new actor process taking that partition over after the loop's "
+            f"{restart['turns_of_the_loop']:,} turns: ready after "
+            f"{restart['ready_s']} s, RSS {restart['rss_mib_at_ready']} MiB.",
+        ]
     lines += [
         "",
         "A new owner of one partition with N idle loops (20 messages of 400 B "

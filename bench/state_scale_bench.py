@@ -144,8 +144,11 @@ async def _end(bootstrap: str, topic: str) -> int:
         await consumer.stop()
 
 
-async def bytes_case(bootstrap: str, marks: list[int]) -> list[dict[str, Any]]:
-    """State and journal bytes after each mark of one loop's turns."""
+async def bytes_case(
+    bootstrap: str, marks: list[int]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """State and journal bytes after each mark of one loop's turns; then the
+    ready time and RSS of a new actor process taking that partition over."""
     turns = max(marks)
 
     def make(_loop: LoopId) -> ScriptedModel:
@@ -213,7 +216,28 @@ async def bytes_case(bootstrap: str, marks: list[int]) -> list[dict[str, Any]]:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
                 await session.close()
-    return rows
+        restart = await _restart(bootstrap, prefix, f"{prefix}actors")
+    restart["turns_of_the_loop"] = turns
+    print(json.dumps(restart), flush=True)
+    return rows, restart
+
+
+async def _restart(bootstrap: str, prefix: str, group: str) -> dict[str, Any]:
+    """Process start -> ``/ready`` of an actor taking over the partition."""
+    port = _free_port()
+    with actor_processes(
+        1,
+        bootstrap=bootstrap,
+        prefix=prefix,
+        group_id=group,
+        extra=["--metrics-port", str(port)],
+        log_dir=LOG_DIR,
+    ) as (proc,):
+        spawned = time.perf_counter()
+        await wait_until(lambda: _ready(port), timeout=900, interval=0.05)
+        ready_s = time.perf_counter() - spawned
+        rss = rss_bytes(proc.pid)
+    return {"ready_s": round(ready_s, 2), "rss_mib_at_ready": round(rss / 2**20, 1)}
 
 
 # ----------------------------------------------------------------- takeover
@@ -519,8 +543,13 @@ async def bench(
     """Every part."""
     takeover = [await takeover_case(bootstrap, n, probes) for n in idle]
     once = [await used_once_case(bootstrap, used_once, b) for b in budgets]
-    per_turn = await bytes_case(bootstrap, marks) if marks else []
-    return {"bytes_per_turn": per_turn, "takeover": takeover, "used_once": once}
+    per_turn, restart = await bytes_case(bootstrap, marks) if marks else ([], {})
+    return {
+        "bytes_per_turn": per_turn,
+        "restart_after_the_long_loop": restart,
+        "takeover": takeover,
+        "used_once": once,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
