@@ -175,9 +175,20 @@ async def _drain(
     handle: Callable[[Any], Awaitable[bool] | bool],
     seconds: float,
 ) -> None:
-    while await _position(consumer, tp, seconds) < end:
+    # Every fetch is bounded, and so is the scan: one that stops moving for
+    # ``seconds`` fails (the caller retries with a new consumer) instead of
+    # polling an unmoving position for ever.
+    position = await _position(consumer, tp, seconds)
+    moved = asyncio.get_running_loop().time()
+    while position < end:
         async with asyncio.timeout(seconds):
             batch = await consumer.getmany(tp, timeout_ms=_FETCH_MS)
+        now = await _position(consumer, tp, seconds)
+        clock = asyncio.get_running_loop().time()
+        if now > position:
+            position, moved = now, clock
+        elif clock - moved > seconds:
+            raise TimeoutError(f"no progress at offset {position} of {end}")
         for record in batch.get(tp, ()):
             if record.offset >= end:
                 return
