@@ -82,7 +82,10 @@ async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
             owned = sorted(p for a in actors for p in a.partitions or ())
             assert owned == list(range(PARTITIONS)), (owned, fleet.tails())
 
-        await assert_eventually(both_ready, timeout=90, message="actors not ready")
+        try:
+            await assert_eventually(both_ready, timeout=90, message="actors not ready")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{await fleet.stacks()}") from exc
 
         async def submit_forever(loop_id: LoopId) -> None:
             while not stop.is_set():

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.eventually import assert_eventually
+
 __all__ = ["ActorFleet", "ActorProcess"]
 
 _READY = re.compile(r"partitions ready: \[([0-9,]*)\]")
@@ -101,6 +103,33 @@ class ActorFleet:
         actor.reader = asyncio.create_task(actor.follow())
         self.actors.append(actor)
         return actor
+
+    async def stacks(self, *, timeout: float = 5.0) -> str:
+        """Ask every live actor where its tasks wait (SIGUSR1); return its answer.
+
+        For a failure message when an actor seems stuck: each one logs its
+        asyncio tasks' stacks, and this returns those log lines.
+        """
+        marks = {a.name: len(a.lines) for a in self.alive}
+        for actor in self.alive:
+            actor.process.send_signal(signal.SIGUSR1)
+
+        def answered(actor: ActorProcess) -> bool:
+            return any(
+                "asyncio tasks" in line for line in actor.lines[marks[actor.name] :]
+            )
+
+        def all_answered() -> bool:
+            return all(answered(a) for a in self.alive if a.name in marks)
+
+        with contextlib.suppress(AssertionError):
+            await assert_eventually(all_answered, timeout=timeout, interval=0.1)
+        await asyncio.sleep(0.2)  # the rest of the dump's lines
+        return "\n".join(
+            f"{a.name}:\n" + "\n".join(a.lines[marks[a.name] :])
+            for a in self.actors
+            if a.name in marks
+        )
 
     def tails(self, lines: int = 8) -> str:
         """The last log lines of every actor (for an assertion's message)."""
