@@ -76,16 +76,7 @@ async def test_broker_outage_keeps_actors_quiet_and_loses_nothing(
             await fleet.spawn("--metrics-port", str(port)) for port in ports
         ]
 
-        def both_ready() -> None:
-            fleet.note_exits()
-            assert fleet.self_exits == []
-            owned = sorted(p for a in actors for p in a.partitions or ())
-            assert owned == list(range(PARTITIONS)), (owned, fleet.tails())
-
-        try:
-            await assert_eventually(both_ready, timeout=90, message="actors not ready")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{await fleet.stacks()}") from exc
+        await fleet.wait_all_owned(PARTITIONS)
 
         async def submit_forever(loop_id: LoopId) -> None:
             while not stop.is_set():

@@ -121,13 +121,7 @@ async def test_broker_outage_connections_back_off_and_actors_recover(
             for port, count in zip(ports, counts, strict=True)
         ]
 
-        def both_ready() -> None:
-            fleet.note_exits()
-            assert fleet.self_exits == []
-            owned = sorted(p for a in actors for p in a.partitions or ())
-            assert owned == list(range(PARTITIONS)), (owned, fleet.tails())
-
-        await assert_eventually(both_ready, timeout=90, message="actors not ready")
+        await fleet.wait_all_owned(PARTITIONS)
         session = await connect(bootstrap, topics)
         try:
             for loop_id in _loop_per_partition(session).values():

@@ -131,6 +131,26 @@ class ActorFleet:
             if a.name in marks
         )
 
+    async def wait_all_owned(self, partitions: int, *, timeout: float = 90) -> None:
+        """Wait until the live actors together own partitions ``0..partitions-1``.
+
+        No actor may exit by itself meanwhile. On failure the message carries
+        every live actor's task stacks (see :meth:`stacks`).
+        """
+
+        def all_owned() -> None:
+            self.note_exits()
+            assert self.self_exits == []
+            owned = sorted(p for a in self.alive for p in a.partitions or ())
+            assert owned == list(range(partitions)), owned
+
+        try:
+            await assert_eventually(
+                all_owned, timeout=timeout, message="actors not ready"
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{await self.stacks()}") from exc
+
     def tails(self, lines: int = 8) -> str:
         """The last log lines of every actor (for an assertion's message)."""
         return "\n".join(
