@@ -149,8 +149,12 @@ def service_for(
     writer: WriterSettings | None = None,
     instance_id: str | None = None,
     max_resident_loops: int = 10_000,
+    clients: KafkaClients | None = None,
 ) -> LoopActorService:
-    """An in-process loop-actor service with short timeouts."""
+    """An in-process loop-actor service with short timeouts.
+
+    ``clients`` replaces the default client factory (:func:`clients_for`).
+    """
     settings = ServiceSettings(
         group_id=group_id,
         group_instance_id=instance_id,
@@ -166,7 +170,7 @@ def service_for(
         max_resident_loops=max_resident_loops,
     )
     return LoopActorService(
-        clients=clients_for(bootstrap),
+        clients=clients or clients_for(bootstrap),
         settings=settings,
         codec=default_codec(),
         setup_for=models.setup_for,

@@ -704,17 +704,19 @@ class LoopActorService:
             or consumer is None
             or tp not in consumer.assignment()
         ):
-            # Moved on while it opened: hand it over again.
+            # Moved on while it opened: hand it over again. The partitions
+            # kept may all be open already, so readiness is decided below
+            # all the same: this was the last one they waited for.
             self._leave(runner)
-            return
-        self._runners[partition] = runner
-        if runner.broken:
-            self._to_reset.add(partition)
         else:
-            self._taken_over(partition)
-        consumer.resume(tp)
+            self._runners[partition] = runner
+            if runner.broken:
+                self._to_reset.add(partition)
+            else:
+                self._taken_over(partition)
+            consumer.resume(tp)
         self._update_partitions()
-        if not self._opening:
+        if not self._opening and not self._stopping:
             self._log_ready(kept=[], opening=[])
 
     def _update_partitions(self) -> None:
