@@ -8,8 +8,8 @@ import os
 import signal
 
 import pytest
-
 from tests.support.eventually import assert_eventually
+
 from turnstream.cli.signals import stop_on_signals
 
 
@@ -22,20 +22,22 @@ async def test_sigusr1_logs_each_task_and_the_await_it_is_in(
         await release.wait()
 
     stopped = asyncio.Event()
-    with caplog.at_level(logging.WARNING, logger="turnstream.cli.signals"):
-        with stop_on_signals(stopped.set):
-            parked = asyncio.create_task(
-                waits_on_an_event_for_a_while(), name="parked-task"
-            )
-            await asyncio.sleep(0)  # let it reach its await
-            os.kill(os.getpid(), signal.SIGUSR1)
+    with (
+        caplog.at_level(logging.WARNING, logger="turnstream.cli.signals"),
+        stop_on_signals(stopped.set),
+    ):
+        parked = asyncio.create_task(
+            waits_on_an_event_for_a_while(), name="parked-task"
+        )
+        await asyncio.sleep(0)  # let it reach its await
+        os.kill(os.getpid(), signal.SIGUSR1)
 
-            def dumped() -> None:
-                assert any("asyncio tasks" in r.getMessage() for r in caplog.records)
+        def dumped() -> None:
+            assert any("asyncio tasks" in r.getMessage() for r in caplog.records)
 
-            await assert_eventually(dumped, timeout=5)
-            release.set()
-            await parked
+        await assert_eventually(dumped, timeout=5)
+        release.set()
+        await parked
     assert not stopped.is_set()  # SIGUSR1 does not stop the command
     dump = next(
         r.getMessage() for r in caplog.records if "asyncio tasks" in r.getMessage()
