@@ -1,11 +1,11 @@
 """A real MCP server for the tests, written with the official SDK.
 
 Run as ``python tests/support/mcp_server.py stdio`` (MCP over stdin/stdout) or
-``python tests/support/mcp_server.py http`` (streamable HTTP on an ephemeral
-port of 127.0.0.1; the first line on stdout is ``PORT <n>``, printed once the
-socket listens). With ``--pid-dir DIR``, the ``hold`` tool writes the server's
-pid to ``DIR/hold.pid`` and then never returns: a test holds a call in flight
-with it and kills the process mid-call.
+``python tests/support/mcp_server.py http [--port N]`` (streamable HTTP on
+127.0.0.1, an ephemeral port by default; the first line on stdout is
+``PORT <n>``, printed once the socket listens). With ``--pid-dir DIR``, the
+``hold`` tool writes the server's pid to ``DIR/hold.pid`` and then never
+returns: a test holds a call in flight with it and kills the process mid-call.
 
 Tools: ``add`` (two integers), ``echo`` (text), ``fail`` (raises: an
 ``isError`` result), ``pid`` (the server's pid), ``hang`` (never returns),
@@ -67,12 +67,12 @@ def build(pid_dir: Path | None) -> MCPServer:
     return server
 
 
-async def serve_http(server: MCPServer) -> None:
+async def serve_http(server: MCPServer, port: int) -> None:
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     sock.listen(64)
     app = server.streamable_http_app(host="127.0.0.1")
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
@@ -85,12 +85,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("transport", choices=("stdio", "http"))
     parser.add_argument("--pid-dir", type=Path, default=None)
+    parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     server = build(args.pid_dir)
     if args.transport == "stdio":
         server.run("stdio")
     else:
-        asyncio.run(serve_http(server))
+        asyncio.run(serve_http(server, args.port))
     sys.exit(0)
 
 

@@ -66,6 +66,7 @@ class McpConnection:
         self._session: ClientSession | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._ended = asyncio.Event()
         self.starts = 0
         """How many sessions were started (a restart after a crash adds one)."""
 
@@ -77,7 +78,13 @@ class McpConnection:
     @property
     def connected(self) -> bool:
         """Whether a session is up (as far as this side knows)."""
-        return self._session is not None
+        owner = self._owner
+        return (
+            self._session is not None
+            and owner is not None
+            and not owner.done()
+            and not self._ended.is_set()
+        )
 
     async def open(self) -> None:
         """Start the session now; a failure is logged (the next call retries)."""
@@ -167,15 +174,14 @@ class McpConnection:
     async def _ensure(self, what: str) -> ClientSession:
         """The live session, started first if there is none."""
         async with self._guard():
-            owner = self._owner
-            if self._session is not None and owner is not None and not owner.done():
+            if self.connected and self._session is not None:
                 return self._session
             await self._stop_owner()  # a dead session's owner, if any
             loop = asyncio.get_running_loop()
             ready: asyncio.Future[ClientSession] = loop.create_future()
-            self._stop = asyncio.Event()
+            self._stop, self._ended = asyncio.Event(), asyncio.Event()
             self._owner = asyncio.create_task(
-                self._own(ready, self._stop), name=f"mcp-{self.name}"
+                self._own(ready, self._stop, self._ended), name=f"mcp-{self.name}"
             )
             self.starts += 1
             try:
@@ -194,17 +200,29 @@ class McpConnection:
             return session
 
     async def _own(
-        self, ready: asyncio.Future[ClientSession], stop: asyncio.Event
+        self,
+        ready: asyncio.Future[ClientSession],
+        stop: asyncio.Event,
+        ended: asyncio.Event,
     ) -> None:
-        """The owner task: enter the transport and session, wait, leave them."""
+        """The owner task: enter the transport and session, wait, leave them.
+
+        It leaves them when told to stop, and also when the server's stream
+        ends (a stdio server that exited, even between calls): the task is
+        then done, and the next call starts a new session.
+        """
+        lost = False
         try:
-            async with (
-                self._transport() as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                ready.set_result(session)
-                await stop.wait()
+            async with self._transport() as (read, write):
+                inbox_writer, inbox = anyio.create_memory_object_stream[Any](0)
+                async with anyio.create_task_group() as relays:
+                    relays.start_soon(_relay, read, inbox_writer, ended)
+                    async with ClientSession(inbox, write) as session:
+                        await session.initialize()
+                        ready.set_result(session)
+                        await _first_of(stop, ended)
+                        lost = not stop.is_set()
+                    relays.cancel_scope.cancel()
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -220,6 +238,11 @@ class McpConnection:
         finally:
             if not ready.done():
                 ready.cancel()
+        if lost:
+            _log.warning(
+                "mcp server closed the session; the next call restarts it",
+                extra={"mcp_server": self.name},
+            )
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -260,6 +283,30 @@ class McpConnection:
             raise
         except Exception:  # noqa: BLE001, S110 - _own reports its own failure
             pass
+
+
+async def _relay(source: Any, sink: Any, ended: asyncio.Event) -> None:
+    """Hand the transport's messages to the session; note when they end."""
+    try:
+        async with sink:
+            async for message in source:
+                await sink.send(message)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass  # the session closed its side first: a normal stop
+    finally:
+        ended.set()
+
+
+async def _first_of(*events: asyncio.Event) -> None:
+    """Return once any of ``events`` is set."""
+    async with anyio.create_task_group() as waits:
+
+        async def until(event: asyncio.Event) -> None:
+            await event.wait()
+            waits.cancel_scope.cancel()
+
+        for event in events:
+            waits.start_soon(until, event)
 
 
 class _NotAResultError(Exception):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from mcp.types import Tool as McpToolInfo
 from tests.support.eventually import assert_eventually
-from tests.unit.mcp.conftest import stdio_args
+from tests.unit.mcp.conftest import HttpServerProcess, stdio_args
 
 from turnstream.errors import ConfigError
 from turnstream.events import PermissionRequested, StepDone
@@ -35,6 +35,7 @@ from turnstream.runtime import AccessRules, Agent, AgentHost, OpenedTool
 from turnstream.testing import ScriptedModel, call, open_rig, text_step, tool_step
 
 ADD = '{"a":2,"b":3}'
+EXITED = "error: mcp server_exited: the tool server stopped during the call"
 DENIED = "error: permission denied [not authorized]: denied by policy"
 
 
@@ -279,6 +280,64 @@ async def test_server_killed_mid_call_then_next_call_restarts_it(
         if r.name == "turnstream.mcp.tools"
     ]
     assert kinds == ["server_exited"]
+
+
+async def test_http_server_killed_mid_call_then_back_serves_the_next_call(
+    http_process: HttpServerProcess,
+) -> None:
+    tools = mcp_tools(http_process.server, include=["add", "hold"])
+    steps = [
+        tool_step(call("hold", id="u1")),
+        tool_step(call("add", ADD, id="u2")),
+        text_step("ok"),
+    ]
+    policy = AccessRules(allow=["hold"], ask=["add"])
+    async with (
+        closing(tools) as connection,
+        open_rig(*steps, tools=tools, access_policy=policy) as rig,
+    ):
+        await rig.submit("go")
+        # The turn waits in ``hold`` until the kill, then at the gate of ``add``
+        # until the server is back.
+        await assert_eventually((http_process.pid_dir / "hold.pid").exists, timeout=20)
+        http_process.kill()
+        requested = await rig.recorder.wait_for_type(PermissionRequested)
+        http_process.start()
+        await rig.session.respond_gate(requested.gate_id, "approve")
+        await rig.idle()
+        first, second = rig.recorder.of_type(StepDone)[:2]
+        assert results(first) == [("u1", True, EXITED)]
+        assert results(second) == [("u2", False, "5")]
+        assert connection.starts == 2
+
+
+async def test_server_died_while_idle_next_call_restarts_it(
+    stdio_server: StdioServer,
+) -> None:
+    """A server that exits between calls is restarted by the next call."""
+    tools = mcp_tools(stdio_server, include=["add", "pid"])
+    steps = [
+        tool_step(call("pid", id="u0")),
+        tool_step(call("add", ADD, id="u1")),
+        text_step("ok"),
+    ]
+    policy = AccessRules(allow=["pid"], ask=["add"])
+    async with (
+        closing(tools) as connection,
+        open_rig(*steps, tools=tools, access_policy=policy) as rig,
+    ):
+        await rig.submit("go")
+        # The turn waits at the gate of ``add`` while the idle server dies.
+        requested = await rig.recorder.wait_for_type(PermissionRequested)
+        first = rig.recorder.of_type(StepDone)[0]
+        held = int(results(first)[0][2])
+        os.kill(held, signal.SIGKILL)
+        await assert_eventually(lambda: not process_alive(held), timeout=10)
+        await assert_eventually(lambda: not connection.connected, timeout=10)
+        await rig.session.respond_gate(requested.gate_id, "approve")
+        await rig.idle()
+        assert results(rig.recorder.of_type(StepDone)[1]) == [("u1", False, "5")]
+        assert connection.starts == 2
 
 
 async def test_agent_host_starts_and_stops_the_server(
