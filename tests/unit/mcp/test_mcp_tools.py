@@ -340,6 +340,47 @@ async def test_server_died_while_idle_next_call_restarts_it(
         assert connection.starts == 2
 
 
+async def test_interrupt_during_a_call_keeps_the_session(
+    stdio_server: StdioServer, tmp_path: Path
+) -> None:
+    """An interrupted turn cancels its MCP call; the next turn uses the same server."""
+    tools = mcp_tools(stdio_server, include=["add", "hold"])
+    steps = [
+        tool_step(call("hold", id="u1")),
+        tool_step(call("add", ADD, id="u2")),
+        text_step("5"),
+    ]
+    policy = AccessRules(allow=["add", "hold"])
+    async with (
+        closing(tools) as connection,
+        open_rig(*steps, tools=tools, access_policy=policy) as rig,
+    ):
+        first = await rig.submit("hold")
+        # The turn waits in ``hold`` (its call in flight) until the interrupt.
+        await assert_eventually((tmp_path / "hold.pid").exists, timeout=20)
+        assert await rig.session.interrupt() is True
+        await rig.idle()
+        second = await rig.submit("add")
+        await rig.idle()
+        assert rig.after_start() == [
+            ("TurnStarted", 1, first, "User:hold"),
+            ("PermissionDecided", "hold", "approve", "access_evaluated"),
+            ("ToolCallStarted", "u1"),
+            ("TurnInterrupted", 1),
+            ("LoopIdle",),
+            ("TurnStarted", 2, second, "User:add"),
+            ("PermissionDecided", "add", "approve", "access_evaluated"),
+            ("ToolCallStarted", "u2"),
+            ("ToolCallCompleted", "u2", False),
+            ("StepDone", ("AI:tool_use:u2", "Tool:u2:5")),
+            ("StepDone", ("AI:5",)),
+            ("TurnDone", 2, "AI:5"),
+            ("LoopIdle",),
+        ]
+        assert connection.connected
+        assert connection.starts == 1
+
+
 async def test_agent_host_starts_and_stops_the_server(
     stdio_server: StdioServer,
 ) -> None:
