@@ -8,8 +8,8 @@ Run as ``python tests/support/mcp_server.py stdio`` (MCP over stdin/stdout) or
 returns: a test holds a call in flight with it and kills the process mid-call.
 
 Tools: ``add`` (two integers), ``echo`` (text), ``fail`` (raises: an
-``isError`` result), ``pid`` (the server's pid), ``hang`` (never returns),
-``hold`` (see above).
+``isError`` result), ``reject`` (a JSON-RPC error), ``pid`` (the server's
+pid), ``hang`` (never returns), ``hold`` (see above).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 
 
 def build(pid_dir: Path | None) -> MCPServer:
@@ -42,6 +43,11 @@ def build(pid_dir: Path | None) -> MCPServer:
     def fail(reason: str) -> str:
         """Always fails."""
         raise ToolError(f"refused: {reason}")
+
+    @server.tool()
+    def reject() -> str:
+        """Answers with a JSON-RPC error, not a result."""
+        raise MCPError(code=-32602, message="rejected")
 
     @server.tool()
     def pid() -> int:

@@ -68,6 +68,7 @@ def test_server_tools_become_tool_specs(stdio_server: StdioServer) -> None:
         "add",
         "echo",
         "fail",
+        "reject",
         "pid",
         "hang",
         "hold",
@@ -235,6 +236,45 @@ async def test_is_error_result_is_a_tool_error(
         ("mcp tool answered an error", "tool_error")
     ]
     assert "s3cret" not in caplog.text  # the server's text and arguments: model only
+
+
+async def test_json_rpc_error_is_a_protocol_error_and_stderr_goes_to_its_file(
+    tmp_path: Path,
+) -> None:
+    log_file = tmp_path / "server.log"
+    server = StdioServer(
+        name="testsrv",
+        command=sys.executable,
+        args=stdio_args(tmp_path),
+        stderr=str(log_file),
+    )
+    tools = mcp_tools(server, include=["reject", "fail"])
+    steps = [
+        tool_step(call("reject", id="u1"), call("fail", '{"reason":"r"}', id="u2")),
+        text_step("x"),
+    ]
+    policy = AccessRules(allow=["reject", "fail"])
+    async with (
+        closing(tools) as connection,
+        open_rig(*steps, tools=tools, access_policy=policy) as rig,
+    ):
+        await rig.submit("go")
+        await rig.idle()
+        assert results(rig.recorder.of_type(StepDone)[0]) == [
+            (
+                "u1",
+                True,
+                "error: mcp protocol_error: the tool server answered with an error"
+                " (code -32602)",
+            ),
+            (
+                "u2",
+                True,
+                "error: mcp tool_error: Error executing tool fail: refused: r",
+            ),
+        ]
+        assert connection.starts == 1  # an error answer leaves the session up
+    assert "Tool 'fail' failed" in log_file.read_text(encoding="utf-8")
 
 
 async def test_server_killed_mid_call_then_next_call_restarts_it(
