@@ -8,8 +8,9 @@ Run as ``python tests/support/mcp_server.py stdio`` (MCP over stdin/stdout) or
 returns: a test holds a call in flight with it and kills the process mid-call.
 
 Tools: ``add`` (two integers), ``echo`` (text), ``fail`` (raises: an
-``isError`` result), ``reject`` (a JSON-RPC error), ``pid`` (the server's
-pid), ``hang`` (never returns), ``hold`` (see above).
+``isError`` result), ``reject`` (a JSON-RPC error), ``header`` (an HTTP
+request header's value), ``pid`` (the server's pid), ``hang`` (never
+returns), ``hold`` (see above).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import socket
 import sys
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
@@ -48,6 +49,11 @@ def build(pid_dir: Path | None) -> MCPServer:
     def reject() -> str:
         """Answers with a JSON-RPC error, not a result."""
         raise MCPError(code=-32602, message="rejected")
+
+    @server.tool()
+    def header(name: str, ctx: Context) -> str:
+        """The value of one HTTP request header ("" when absent)."""
+        return (ctx.headers or {}).get(name, "")
 
     @server.tool()
     def pid() -> int:

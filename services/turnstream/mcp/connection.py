@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -50,6 +51,8 @@ R = TypeVar("R")
 _STOP_TIMEOUT = 10.0
 """Seconds a session may take to close (the SDK bounds its own process stop)."""
 _LIST_TOOLS = "tools/list"
+_SSE_READ_TIMEOUT = 300.0
+"""Seconds an HTTP read may wait (the SDK's default for its event streams)."""
 
 
 class McpConnection:
@@ -248,7 +251,17 @@ class McpConnection:
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
         server = self.server
         if isinstance(server, HttpServer):
-            async with streamable_http_client(server.url) as streams:
+            # The SDK's HTTP client (httpx2), with its headers and timeouts:
+            # connect as configured; reads may wait long on a held-open
+            # stream (every call is bounded by ``call_timeout`` anyway).
+            client = httpx2.AsyncClient(
+                headers=dict(server.headers),
+                timeout=httpx2.Timeout(server.connect_timeout, read=_SSE_READ_TIMEOUT),
+            )
+            async with (
+                client,
+                streamable_http_client(server.url, http_client=client) as streams,
+            ):
                 yield streams
             return
         params = StdioServerParameters(

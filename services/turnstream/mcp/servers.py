@@ -83,12 +83,15 @@ class HttpServer:
     Attributes:
         name: the server's label in logs and errors.
         url: the endpoint (``http://host:port/mcp``).
+        headers: sent with every request (``Authorization``, for example);
+            kept out of the server's ``repr``.
         call_timeout: seconds one tool call may take.
         connect_timeout: seconds the connection and handshake may take.
     """
 
     name: str
     url: str
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     call_timeout: float = DEFAULT_CALL_TIMEOUT
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
 
@@ -96,6 +99,7 @@ class HttpServer:
         _check(self.name, self.call_timeout, self.connect_timeout)
         if not self.url.startswith(("http://", "https://")):
             raise ConfigError(f"mcp {self.name}.url", "must be an http(s) URL")
+        object.__setattr__(self, "headers", dict(self.headers))
 
 
 McpServer = StdioServer | HttpServer

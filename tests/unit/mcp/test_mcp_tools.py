@@ -30,6 +30,7 @@ from turnstream.mcp import (
     McpTool,
     StdioServer,
     mcp_tools,
+    result_text,
 )
 from turnstream.runtime import AccessRules, Agent, AgentHost, OpenedTool
 from turnstream.testing import ScriptedModel, call, open_rig, text_step, tool_step
@@ -69,6 +70,7 @@ def test_server_tools_become_tool_specs(stdio_server: StdioServer) -> None:
         "echo",
         "fail",
         "reject",
+        "header",
         "pid",
         "hang",
         "hold",
@@ -126,6 +128,19 @@ async def test_tool_called_through_a_turn(
         request_tools = rig.model.requests[0].tools
         assert [t.name for t in request_tools] == ["add"]
         assert request_tools[0].input_schema == tools[0].spec.input_schema
+
+
+async def test_http_server_headers_are_sent(http_process: HttpServerProcess) -> None:
+    server = HttpServer(
+        name="httpsrv",
+        url=http_process.server.url,
+        headers={"Authorization": "Bearer t0ken"},
+    )
+    assert "t0ken" not in repr(server)
+    (tool,) = mcp_tools(server, include=["header"])
+    async with closing([tool]) as connection:
+        result = await connection.call("header", {"name": "authorization"})
+    assert result_text(result) == "Bearer t0ken"
 
 
 async def test_gated_mcp_tool_runs_once_approved(stdio_server: StdioServer) -> None:
