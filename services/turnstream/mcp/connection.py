@@ -104,6 +104,13 @@ class McpConnection:
         async with self._guard():
             await self._stop_owner()
 
+    async def __aenter__(self) -> McpConnection:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     async def list_tools(self) -> list[McpToolInfo]:
         """Every tool the server offers (all pages).
 

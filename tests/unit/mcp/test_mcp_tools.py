@@ -459,6 +459,15 @@ async def test_agent_host_starts_and_stops_the_server(
     await assert_eventually(lambda: not process_alive(pid), timeout=10)
 
 
+async def test_connection_as_a_context_manager(stdio_server: StdioServer) -> None:
+    """Without an agent host (embedded use), ``async with`` opens and closes it."""
+    (tool,) = mcp_tools(stdio_server, include=["add"])
+    async with tool.resource() as connection:
+        assert connection.connected
+        assert result_text(await connection.call("add", {"a": 1, "b": 2})) == "3"
+    assert not connection.connected
+
+
 async def test_http_server_gone_is_an_error_result_not_a_crash() -> None:
     server = HttpServer(
         name="nowhere", url="http://127.0.0.1:9/mcp", connect_timeout=2.0
