@@ -151,8 +151,9 @@ def mcp_tools(
         server: a :class:`~turnstream.mcp.servers.StdioServer` or
             :class:`~turnstream.mcp.servers.HttpServer`.
         include: only these server tool names (default: all).
-        prefix: put before every tool name (e.g. ``"files."``) to keep
-            names of several servers apart.
+        prefix: put before every tool name (e.g. ``"files_"``) to keep
+            names of several servers apart (providers accept only
+            ``[A-Za-z0-9_-]`` in tool names).
 
     Raises:
         ConfigError: the server could not be listed (not started, not

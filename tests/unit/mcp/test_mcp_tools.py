@@ -89,8 +89,8 @@ def test_server_tools_become_tool_specs(stdio_server: StdioServer) -> None:
 
 
 def test_include_and_prefix(stdio_server: StdioServer) -> None:
-    tools = mcp_tools(stdio_server, include=["echo", "add"], prefix="calc.")
-    assert [t.spec.name for t in tools] == ["calc.add", "calc.echo"]
+    tools = mcp_tools(stdio_server, include=["echo", "add"], prefix="calc_")
+    assert [t.spec.name for t in tools] == ["calc_add", "calc_echo"]
     assert [t.remote_name for t in tools] == ["add", "echo"]
     with pytest.raises(ConfigError, match="no such tools: nope"):
         mcp_tools(stdio_server, include=["nope"])
