@@ -12,7 +12,8 @@ imports only from its own layer's package or the layers below):
   aiokafka importer, by role: ``kafka/client`` for applications,
   ``kafka/actor`` for the loop-actor service, ``kafka/admin`` for brokers and
   topics), ``models/`` (model clients), ``testing/`` (fakes), ``devbroker/``
-  (the local broker), ``observability/`` (logs, metrics export);
+  (the local broker), ``observability/`` (logs, metrics export), ``mcp/`` (MCP
+  servers' tools for agents, the only importer of the optional ``mcp`` SDK);
 - composition roots -- ``loop_actor/`` (the service's settings and wiring),
   ``analytics/`` (faust processors, the only faust importer) and ``cli/`` (the
   ``turnstream`` command: the one entry point of every deployable).

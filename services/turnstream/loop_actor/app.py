@@ -193,7 +193,9 @@ async def run_service(
             ", ".join(f"{a.name} ({a.model_name})" for a in built.host.agents),
             claim.instance_id or "dynamic",
         )
-        async with _closing(built.models):
+        # The tools' resources (MCP servers) start before the first loop and
+        # close after the last one has stopped.
+        async with _closing(built.models), built.host.tools_open():
             await built.service.run()
     finally:
         claim.release()

@@ -3,7 +3,8 @@
 Table of contents (one module per thing it owns):
 
 - ``ports`` -- the protocols the runtime is written against: ``Journal``,
-  ``LiveHub``/``EventSource``, ``Clock``, ``IdSource``, ``Tool`` (+ traits),
+  ``LiveHub``/``EventSource``, ``Clock``, ``IdSource``, ``Tool`` (+ traits,
+  ``OpenedTool`` with its host-managed ``ToolResource``),
   ``AccessPolicy``; ``model_client`` -- the ``ModelClient`` port;
 - ``config`` -- ``LoopConfig``, ``ToolLimits``;
 - ``agent`` -- ``Agent`` (the user's definition of what a loop runs),
@@ -70,6 +71,7 @@ from turnstream.runtime.ports import (
     Journal,
     LiveHub,
     NoAccessPolicy,
+    OpenedTool,
     RandomIds,
     Recovery,
     SequentialTool,
@@ -78,6 +80,7 @@ from turnstream.runtime.ports import (
     Tool,
     ToolContext,
     ToolOutput,
+    ToolResource,
 )
 from turnstream.runtime.restore import restore_loop
 from turnstream.runtime.session import Content, LoopSetup, Session, as_message
@@ -120,6 +123,7 @@ __all__ = [
     "ModelEvent",
     "ModelRequest",
     "NoAccessPolicy",
+    "OpenedTool",
     "Operation",
     "Outcome",
     "RandomIds",
@@ -135,6 +139,7 @@ __all__ = [
     "ToolContext",
     "ToolLimits",
     "ToolOutput",
+    "ToolResource",
     "ToolSpec",
     "TypedTool",
     "as_message",

@@ -14,6 +14,10 @@ of its ``LoopStarted`` and of its state, so a restored loop keeps it on any
 process. A host asked for an agent it does not have answers with a refusing
 setup (``LoopConfig.hosted`` false), never with another agent's configuration.
 
+Tools that run on a shared resource (:class:`~turnstream.runtime.ports.OpenedTool`,
+e.g. an MCP server's tools) get it opened by :meth:`AgentHost.tools_open`
+when the host starts and closed, in reverse order, when it stops.
+
 Model clients are code with endpoints and keys: the composition root builds
 them (one per agent, from :attr:`Agent.model`) and hands them in. Imports
 runtime modules and value types; never an adapter.
@@ -21,9 +25,10 @@ runtime modules and value types; never an adapter.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from turnstream.errors import ConfigError
@@ -43,7 +48,9 @@ from turnstream.runtime.ports import (
     AccessPolicy,
     AccessRequest,
     NoAccessPolicy,
+    OpenedTool,
     Tool,
+    ToolResource,
 )
 from turnstream.runtime.session import LoopSetup
 from turnstream.runtime.user_code import check_model_client
@@ -276,6 +283,34 @@ class AgentHost:
             )
             for agent in agents
         }
+
+    def tool_resources(self) -> tuple[ToolResource, ...]:
+        """The distinct resources of every hosted agent's tools, in tool order."""
+        seen: dict[int, ToolResource] = {}
+        for agent in self.agents:
+            for tool in agent.tools:
+                if isinstance(tool, OpenedTool):
+                    resource = tool.resource()
+                    seen.setdefault(id(resource), resource)
+        return tuple(seen.values())
+
+    @contextlib.asynccontextmanager
+    async def tools_open(self) -> AsyncIterator[None]:
+        """Open the tools' resources for the body; close them in reverse order.
+
+        Run the service inside it: its loops have stopped (and so called
+        their last tool) when the body returns, so nothing uses a resource
+        while it closes. Opening never raises (a resource that cannot start
+        logs so and retries on its next use).
+        """
+        resources = self.tool_resources()
+        try:
+            for resource in resources:
+                await resource.open()
+            yield
+        finally:
+            for resource in reversed(resources):
+                await resource.aclose()
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -48,6 +48,7 @@ __all__ = [
     "Journal",
     "LiveHub",
     "NoAccessPolicy",
+    "OpenedTool",
     "RandomIds",
     "Recovery",
     "SequentialTool",
@@ -57,6 +58,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolOutput",
+    "ToolResource",
 ]
 
 
@@ -269,6 +271,33 @@ class AuditableTool(Protocol):
 
     def audit_summary(self, input_json: str) -> str:
         """A summary safe to show and store (no secrets)."""
+        ...
+
+
+class ToolResource(Protocol):
+    """Something tools share that lives as long as the agent host runs.
+
+    A server process or a session, for example. The host opens each resource
+    of its agents' tools once at start (in tool order) and closes them in
+    reverse order on shutdown, after its loops have stopped. A resource is
+    also free to (re)open itself on its next use, e.g. after a crash.
+    """
+
+    async def open(self) -> None:
+        """Start it; a failure is logged by the resource, never raised."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop it and wait until it has stopped; never raises."""
+        ...
+
+
+@runtime_checkable
+class OpenedTool(Protocol):
+    """Trait: the tool runs on a :class:`ToolResource` its host opens and closes."""
+
+    def resource(self) -> ToolResource:
+        """The resource (several tools may share one)."""
         ...
 
 

@@ -38,6 +38,7 @@ from turnstream.runtime import (
     LoopActor,
     ToolContext,
     ToolOutput,
+    ToolSpec,
     restore_loop,
     tool,
 )
@@ -521,3 +522,59 @@ def test_build_service_uses_an_agents_own_client() -> None:
     assert built.host.setup_for(LoopId(uuid4()), "mine").model is own
     assert len(built.models) == 1
     assert own not in built.models
+
+
+class _Resource:
+    """A tool resource that records its opens and closes in a shared log."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    async def open(self) -> None:
+        self.log.append(f"open {self.name}")
+
+    async def aclose(self) -> None:
+        self.log.append(f"close {self.name}")
+
+
+class _OpenedTool:
+    def __init__(self, name: str, resource: _Resource) -> None:
+        self._resource = resource
+        self.spec = ToolSpec(name=name)
+
+    def resource(self) -> _Resource:
+        return self._resource
+
+    async def run(self, input_json: str, ctx: ToolContext) -> ToolOutput:
+        return ToolOutput.text("ok")
+
+
+async def test_host_opens_tool_resources_once_in_order_and_closes_in_reverse() -> None:
+    """Tools sharing a resource open it once; resources close in reverse order,
+    also when the body raises.
+    """
+    log: list[str] = []
+    first, second = _Resource("a", log), _Resource("b", log)
+    one = Agent(
+        name="one",
+        model="m",
+        tools=[_OpenedTool("t1", first), _OpenedTool("t2", first)],
+    )
+    two = Agent(
+        name="two",
+        model="m",
+        tools=[_OpenedTool("t3", second), _OpenedTool("t4", first)],
+    )
+    host = AgentHost([one, two], lambda _a: ScriptedModel([]))
+    assert host.tool_resources() == (first, second)
+    seen: list[str] = []
+
+    async def body() -> None:
+        async with host.tools_open():
+            seen.extend(log)
+            raise RuntimeError("body failed")
+
+    with pytest.raises(RuntimeError, match="body failed"):
+        await body()
+    assert seen == ["open a", "open b"]
+    assert log == ["open a", "open b", "close b", "close a"]
