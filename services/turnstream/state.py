@@ -28,13 +28,28 @@ class OpenGate(BaseModel):
 
 
 class OpenTurn(BaseModel):
-    """A turn that started and has not ended yet (with its open gates)."""
+    """A turn that started and has not ended yet (with its open gates).
+
+    Attributes:
+        message_index: where the turn's input sits in the loop's history (the
+            turn's own messages follow it); ``-1``: not recorded.
+        steps: the turn's committed ``StepDone`` events.
+        resumes: how often the turn was resumed (``TurnResumed`` events).
+        model: the model its steps ask (its ``TurnStarted``'s); empty: not
+            recorded.
+        max_tokens: its output cap per step, if any.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     turn_id: UUID
     turn_index: int = Field(ge=1)
     gates: tuple[OpenGate, ...] = ()
+    message_index: int = Field(default=-1, ge=-1)
+    steps: int = Field(default=0, ge=0)
+    resumes: int = Field(default=0, ge=0)
+    model: str = ""
+    max_tokens: int | None = Field(default=None, ge=1)
 
 
 class LoopState(BaseModel):

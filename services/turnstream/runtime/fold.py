@@ -6,9 +6,10 @@ optional earlier snapshot) to :class:`~turnstream.state.LoopState`:
 =================================  ==========================================
 ``LoopStarted``                    agent name and model
 ``TurnStarted``                    turn index + 1, append its message, open turn
-``StepDone``                       append its messages
+``StepDone``                       append its messages; the open turn steps + 1
 ``TurnFoldedInto``                 append its message
 ``TurnDone``/``Failed``/``Int…``   close the open turn (adds nothing)
+``TurnResumed``                    the open turn's resume count
 ``LoopStopped``                    stopped (a later ``TurnStarted`` reopens)
 ``GateOpened``/``GateResolved``    the open turn's unresolved gates
 every other event                  no effect on history
@@ -45,6 +46,7 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
 from turnstream.runtime.errors import RestoreError
@@ -123,13 +125,26 @@ class _Fold:
             case TurnStarted():
                 self.stopped = False
                 self.turn_index += 1
-                self.messages.append(event.message)
                 if event.header.turn_id is not None:
                     self.open_turn = OpenTurn(
-                        turn_id=event.header.turn_id, turn_index=event.turn_index
+                        turn_id=event.header.turn_id,
+                        turn_index=event.turn_index,
+                        message_index=len(self.messages),
+                        model=event.model,
+                        max_tokens=event.max_tokens,
                     )
+                self.messages.append(event.message)
             case StepDone():
                 self.messages.extend(event.messages)
+                turn = self.open_turn
+                if turn is not None and turn.turn_id == event.header.turn_id:
+                    self.open_turn = turn.model_copy(update={"steps": turn.steps + 1})
+            case TurnResumed():
+                turn = self.open_turn
+                if turn is not None and turn.turn_id == event.header.turn_id:
+                    self.open_turn = turn.model_copy(
+                        update={"resumes": max(turn.resumes, event.resumes)}
+                    )
             case TurnFoldedInto():
                 self.messages.append(event.message)
             case TurnDone() | TurnFailed() | TurnInterrupted():

@@ -82,6 +82,7 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
 from turnstream.state import LoopState, OpenGate, OpenTurn
@@ -473,6 +474,13 @@ EVENT_READERS: dict[str, EventReader] = {
     "TurnInterrupted": lambda h, r: TurnInterrupted(
         header=h, turn_index=_int(r, "turn_index")
     ),
+    "TurnResumed": lambda h, r: TurnResumed(
+        header=h,
+        turn_index=_int(r, "turn_index"),
+        steps=_int(r, "steps"),
+        resumes=_int(r, "resumes"),
+        reason=_str(r, "reason"),
+    ),
     "ToolCallStarted": lambda h, r: ToolCallStarted(
         header=h,
         tool_execution_id=_uuid(r, "tool_execution_id"),
@@ -623,6 +631,11 @@ def loop_state_from(rec: Record) -> LoopState:
                 OpenGate(gate_id=_uuid(gate, "gate_id"), step_id=_uuid(gate, "step_id"))
                 for gate in (_record(g, "gates") for g in _list(open_turn, "gates"))
             ),
+            message_index=_int(open_turn, "message_index"),
+            steps=_int(open_turn, "steps"),
+            resumes=_int(open_turn, "resumes"),
+            model=_str(open_turn, "model"),
+            max_tokens=_opt_int(open_turn, "max_tokens"),
         ),
         journal_offset=_int(rec, "journal_offset"),
         command_offset=_int(rec, "command_offset"),

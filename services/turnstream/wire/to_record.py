@@ -72,6 +72,7 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
 from turnstream.state import LoopState, OpenTurn
@@ -362,6 +363,13 @@ def payload_record(event: AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
             }
         case TurnInterrupted():
             return {"turn_index": event.turn_index}
+        case TurnResumed():
+            return {
+                "turn_index": event.turn_index,
+                "steps": event.steps,
+                "resumes": event.resumes,
+                "reason": event.reason,
+            }
         case ToolCallStarted():
             return {
                 "tool_execution_id": _uuid(event.tool_execution_id),
@@ -466,6 +474,11 @@ def _open_turn(turn: OpenTurn) -> Record:
             {"gate_id": _uuid(g.gate_id), "step_id": _uuid(g.step_id)}
             for g in turn.gates
         ],
+        "message_index": turn.message_index,
+        "steps": turn.steps,
+        "resumes": turn.resumes,
+        "model": turn.model,
+        "max_tokens": turn.max_tokens,
     }
 
 
