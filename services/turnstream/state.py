@@ -19,12 +19,18 @@ __all__ = ["LoopState", "OpenGate", "OpenTurn"]
 
 
 class OpenGate(BaseModel):
-    """An approval gate of the open turn that has not been resolved yet."""
+    """An approval gate of the open turn that has not been resolved yet.
+
+    ``tool_name`` and ``summary`` are its ``PermissionRequested``'s: a resumed
+    turn's call of the same tool and summary takes the gate over.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     gate_id: UUID
     step_id: UUID
+    tool_name: str = ""
+    summary: str = ""
 
 
 class OpenTurn(BaseModel):

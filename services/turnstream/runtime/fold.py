@@ -12,6 +12,7 @@ optional earlier snapshot) to :class:`~turnstream.state.LoopState`:
 ``TurnResumed``                    the open turn's resume count
 ``LoopStopped``                    stopped (a later ``TurnStarted`` reopens)
 ``GateOpened``/``GateResolved``    the open turn's unresolved gates
+``PermissionRequested``            its gate's tool name and summary
 every other event                  no effect on history
 =================================  ==========================================
 
@@ -165,15 +166,24 @@ class _Fold:
                 if turn is not None:
                     left = tuple(g for g in turn.gates if g.gate_id != event.gate_id)
                     self.open_turn = turn.model_copy(update={"gates": left})
+            case PermissionRequested():
+                turn = self.open_turn
+                if turn is not None:
+                    gates = tuple(
+                        g.model_copy(
+                            update={
+                                "tool_name": event.tool_name,
+                                "summary": event.summary,
+                            }
+                        )
+                        if g.gate_id == event.gate_id
+                        else g
+                        for g in turn.gates
+                    )
+                    self.open_turn = turn.model_copy(update={"gates": gates})
             case LoopStopped():
                 self.stopped = True
-            case (
-                LoopIdle()
-                | TurnRejected()
-                | InputCancelled()
-                | PermissionDecided()
-                | PermissionRequested()
-            ):
+            case LoopIdle() | TurnRejected() | InputCancelled() | PermissionDecided():
                 pass
             case _:
                 assert_never(event)

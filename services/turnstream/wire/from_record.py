@@ -628,7 +628,12 @@ def loop_state_from(rec: Record) -> LoopState:
             turn_id=_uuid(open_turn, "turn_id"),
             turn_index=_int(open_turn, "turn_index"),
             gates=tuple(
-                OpenGate(gate_id=_uuid(gate, "gate_id"), step_id=_uuid(gate, "step_id"))
+                OpenGate(
+                    gate_id=_uuid(gate, "gate_id"),
+                    step_id=_uuid(gate, "step_id"),
+                    tool_name=_str(gate, "tool_name"),
+                    summary=_str(gate, "summary"),
+                )
                 for gate in (_record(g, "gates") for g in _list(open_turn, "gates"))
             ),
             message_index=_int(open_turn, "message_index"),

@@ -471,7 +471,12 @@ def _open_turn(turn: OpenTurn) -> Record:
         "turn_id": _uuid(turn.turn_id),
         "turn_index": turn.turn_index,
         "gates": [
-            {"gate_id": _uuid(g.gate_id), "step_id": _uuid(g.step_id)}
+            {
+                "gate_id": _uuid(g.gate_id),
+                "step_id": _uuid(g.step_id),
+                "tool_name": g.tool_name,
+                "summary": g.summary,
+            }
             for g in turn.gates
         ],
         "message_index": turn.message_index,

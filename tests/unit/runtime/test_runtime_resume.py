@@ -1,0 +1,237 @@
+"""A turn a crash left open continues on restore (``on_restore="continue"``).
+
+The journal of a loop that "dies" mid-turn is copied at the crash point; a new
+session restores it with a continuing agent. The turn must go on after its last
+committed ``StepDone`` (announced by ``TurnResumed``), end ``TurnDone`` with
+every step once, keep a gate open at the crash answerable, and fail with
+``resume_limit`` instead of resuming for ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.support.eventually import assert_eventually
+
+from turnstream.content import TextBlock, UserMessage
+from turnstream.events import (
+    FailureKind,
+    GateOpened,
+    GateResolved,
+    PermissionRequested,
+    StepDone,
+    TurnDone,
+    TurnFailed,
+    TurnInterrupted,
+    TurnResumed,
+    TurnStarted,
+)
+from turnstream.ids import GateId, LoopId, SessionId
+from turnstream.memory import InMemoryHub, InMemoryJournal
+from turnstream.runtime import LocalSession, LoopConfig, LoopSetup, restore_loop
+from turnstream.runtime.config import RestorePolicy
+from turnstream.testing import (
+    FixedClock,
+    FunctionTool,
+    ScriptedModel,
+    SequentialIds,
+    StaticAccessPolicy,
+    call,
+    describe_message,
+    open_rig,
+    text_step,
+    tool_step,
+)
+
+CONTINUE = RestorePolicy(on_restore="continue")
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage(blocks=(TextBlock(text=text),))
+
+
+async def restore(  # noqa: PLR0917 - the restore helper of this module's tests
+    journal: InMemoryJournal,
+    session_id: SessionId,
+    loop_id: LoopId,
+    model: ScriptedModel,
+    tool: FunctionTool,
+    access: StaticAccessPolicy | None = None,
+) -> LocalSession:
+    config = LoopConfig(model="m", tools=(tool,), restore=CONTINUE)
+    return await LocalSession.restore(
+        session_id=session_id,
+        journal=journal,
+        hub=InMemoryHub(),
+        loops={loop_id: LoopSetup(config, model)},
+        clock=FixedClock(),
+        ids=SequentialIds(50_000),
+        access_policy=access or StaticAccessPolicy(),
+    )
+
+
+async def crash_at_third_call(
+    journal: InMemoryJournal,
+) -> tuple[SessionId, LoopId, list[str]]:
+    """Run a continuing turn until its third tool call runs; copy the journal."""
+    ran: list[str] = []
+    third = asyncio.Event()
+    never = asyncio.Event()
+
+    async def hangs_on_third(input_json: str, _ctx: object) -> str:
+        ran.append(input_json)
+        if len(ran) == 3:  # step 3 runs: steps 1 and 2 are committed
+            third.set()
+            await never.wait()
+        return f"r{len(ran)}"
+
+    tool = FunctionTool("t", hangs_on_third)
+    config = LoopConfig(model="m", tools=(tool,), restore=CONTINUE)
+    script = [
+        *[
+            tool_step(call("t", id=f"u{i}", input_json=f'{{"n":{i}}}'))
+            for i in (1, 2, 3)
+        ]
+    ]
+    async with open_rig(*script, tools=[tool], config=config) as rig:
+        await rig.submit("go")
+        await third.wait()  # the process "dies" here, mid step 3
+        await journal.append(rig.loop_id, rig.journal_events())
+        return rig.session.session_id, rig.loop_id, ran
+
+
+async def test_restore_continues_the_open_turn_after_its_last_committed_step() -> None:
+    """TurnResumed{steps 2}, then steps 3-5 and the answer; 1 and 2 never again."""
+    journal = InMemoryJournal()
+    session_id, loop_id, first_run = await crash_at_third_call(journal)
+    assert first_run == ['{"n":1}', '{"n":2}', '{"n":3}']
+    before = len(journal.events(loop_id))
+    ran: list[str] = []
+
+    def counts(input_json: str, _ctx: object) -> str:
+        ran.append(input_json)
+        return "ok"
+
+    model = ScriptedModel(
+        [
+            *[
+                tool_step(call("t", id=f"u{i}", input_json=f'{{"n":{i}}}'))
+                for i in (3, 4, 5)
+            ],
+            text_step("all five"),
+        ]
+    )
+    session = await restore(
+        journal, session_id, loop_id, model, FunctionTool("t", counts)
+    )
+    async with session:
+        await session.wait_idle()
+        state = await session.loop_state()
+    tail = journal.events(loop_id)[before:]
+    resumed = tail[0]
+    assert isinstance(resumed, TurnResumed)
+    assert (resumed.turn_index, resumed.steps, resumed.resumes, resumed.reason) == (
+        1,
+        2,
+        1,
+        "owner_restored",
+    )
+    started = next(e for e in journal.events(loop_id) if isinstance(e, TurnStarted))
+    assert resumed.header.turn_id == started.header.turn_id
+    assert ran == ['{"n":3}', '{"n":4}', '{"n":5}']
+    # The first request after the restore is the committed history, nothing else.
+    assert [describe_message(m) for m in model.requests[0].messages] == [
+        "User:go",
+        "AI:tool_use:u1",
+        "Tool:u1:r1",
+        "AI:tool_use:u2",
+        "Tool:u2:r2",
+    ]
+    turn = [
+        e for e in journal.events(loop_id) if e.header.turn_id == started.header.turn_id
+    ]
+    names = [type(e).__name__ for e in turn]
+    assert names.count("StepDone") == 6  # 5 tool steps and the answer
+    assert [e for e in turn if isinstance(e, TurnInterrupted)] == []
+    done = turn[-1]
+    assert isinstance(done, TurnDone)
+    assert done.turn_index == 1
+    assert state.open_turn is None
+    assert [
+        describe_message(m)
+        for e in turn
+        if isinstance(e, StepDone)
+        for m in e.messages[:1]
+    ] == [f"AI:tool_use:u{i}" for i in range(1, 6)] + ["AI:all five"]
+
+
+async def test_restore_fails_a_turn_resumed_too_often() -> None:
+    """A crash loop ends TurnFailed{resume_limit}, never one more TurnResumed."""
+    journal = InMemoryJournal()
+    session_id, loop_id, _ = await crash_at_third_call(journal)
+    policy = RestorePolicy(on_restore="continue", max_resumes=2)
+    ids, clock = SequentialIds(70_000), FixedClock()
+    for resumes in (1, 2):
+        state = await restore_loop(
+            journal, loop_id, clock=clock, ids=ids, policy=policy
+        )
+        assert state.open_turn is not None
+        assert state.open_turn.resumes == resumes
+    state = await restore_loop(journal, loop_id, clock=clock, ids=ids, policy=policy)
+    assert state.open_turn is None
+    events = journal.events(loop_id)
+    assert [type(e).__name__ for e in events[-3:]] == [
+        "TurnResumed",
+        "TurnResumed",
+        "TurnFailed",
+    ]
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed)
+    assert failed.error.kind is FailureKind.RESUME_LIMIT
+    assert session_id == state.session_id
+
+
+async def test_a_gate_open_at_the_crash_is_answered_after_the_resume() -> None:
+    """The resumed call takes the crashed step's gate over; its answer runs it."""
+    journal = InMemoryJournal()
+    ask = StaticAccessPolicy(per_tool={"t": "ask"})
+    tool = FunctionTool("t", lambda _i, _c: "never")
+    config = LoopConfig(model="m", tools=(tool,), restore=CONTINUE)
+    async with open_rig(
+        tool_step(call("t", id="u1")), tools=[tool], config=config, access_policy=ask
+    ) as rig:
+        await rig.submit("go")
+        await rig.recorder.wait_for_type(PermissionRequested)  # dies here
+        await journal.append(rig.loop_id, rig.journal_events())
+        session_id, loop_id = rig.session.session_id, rig.loop_id
+    opened = next(e for e in journal.events(loop_id) if isinstance(e, GateOpened))
+    before = len(journal.events(loop_id))
+    ran: list[str] = []
+
+    def counts(input_json: str, _ctx: object) -> str:
+        ran.append(input_json)
+        return "ran"
+
+    model = ScriptedModel([tool_step(call("t", id="u1")), text_step("done")])
+    session = await restore(
+        journal, session_id, loop_id, model, FunctionTool("t", counts), ask
+    )
+    async with session:
+        # The resumed step asks again (the same call) and takes the gate over.
+        async def asked() -> None:
+            assert len(ask.requests) == 2
+
+        await assert_eventually(asked, timeout=5)
+        await session.respond_gate(GateId(opened.gate_id), "approve")
+        await session.wait_idle()
+    tail = journal.events(loop_id)[before:]
+    names = [type(e).__name__ for e in tail]
+    assert names[0] == "TurnResumed"
+    assert "GateOpened" not in names  # no second gate: the old one was taken over
+    resolved = [e for e in tail if isinstance(e, GateResolved)]
+    assert [(r.gate_id, r.reason.value, r.action) for r in resolved] == [
+        (opened.gate_id, "answered", "approve")
+    ]
+    assert ran == ["{}"]
+    ends = [e for e in tail if e.header.turn_id == opened.header.turn_id]
+    assert isinstance(ends[-1], TurnDone)
