@@ -342,7 +342,14 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         open_turn=OpenTurn(
             turn_id=TURN,
             turn_index=3,
-            gates=(OpenGate(gate_id=uid(21), step_id=STEP),),
+            gates=(
+                OpenGate(
+                    gate_id=uid(21),
+                    step_id=STEP,
+                    tool_name="delete_file",
+                    summary="delete /tmp/x",
+                ),
+            ),
             message_index=0,
             steps=1,
             resumes=1,
