@@ -9,13 +9,28 @@ latest snapshot and then folds only the journal events after
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnstream.content import Conversation
 
-__all__ = ["LoopState", "OpenGate", "OpenTurn"]
+__all__ = ["CallDecision", "LoopState", "OpenGate", "OpenTurn"]
+
+
+class CallDecision(BaseModel):
+    """An access decision of the open turn's step that is not committed yet.
+
+    Calls are decided one at a time in call order, so the n-th decision about
+    a tool is about the step's n-th decided call of that tool. ``approve``
+    means the call may have run: its outcome is unknown after a crash.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_name: str
+    effect: Literal["approve", "deny"]
 
 
 class OpenGate(BaseModel):
@@ -44,6 +59,8 @@ class OpenTurn(BaseModel):
         model: the model its steps ask (its ``TurnStarted``'s); empty: not
             recorded.
         max_tokens: its output cap per step, if any.
+        decisions: the access decisions of the step after its last
+            ``StepDone`` (``PermissionDecided`` and answered gates), in order.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -56,6 +73,7 @@ class OpenTurn(BaseModel):
     resumes: int = Field(default=0, ge=0)
     model: str = ""
     max_tokens: int | None = Field(default=None, ge=1)
+    decisions: tuple[CallDecision, ...] = ()
 
 
 class LoopState(BaseModel):

@@ -13,6 +13,8 @@ optional earlier snapshot) to :class:`~turnstream.state.LoopState`:
 ``LoopStopped``                    stopped (a later ``TurnStarted`` reopens)
 ``GateOpened``/``GateResolved``    the open turn's unresolved gates
 ``PermissionRequested``            its gate's tool name and summary
+``PermissionDecided``              the open step's access decisions (so is an
+                                   answered ``GateResolved``; ``StepDone`` resets)
 every other event                  no effect on history
 =================================  ==========================================
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import assert_never
+from typing import Literal, assert_never
 from uuid import UUID
 
 from turnstream.content import Conversation
@@ -52,7 +54,7 @@ from turnstream.events import (
 )
 from turnstream.runtime.errors import RestoreError
 from turnstream.runtime.input_queue import SEEN_WINDOW
-from turnstream.state import LoopState, OpenGate, OpenTurn
+from turnstream.state import CallDecision, LoopState, OpenGate, OpenTurn
 
 __all__ = ["fold_loop"]
 
@@ -113,7 +115,7 @@ class _Fold:
     updated_at: datetime | None
     stopped: bool
 
-    def apply(self, event: EnduringEvent) -> None:  # noqa: PLR0912 - one case per type
+    def apply(self, event: EnduringEvent) -> None:
         if event.header.created_at is not None:
             self.updated_at = event.header.created_at
         replied = event.reply_to()
@@ -137,53 +139,72 @@ class _Fold:
                 self.messages.append(event.message)
             case StepDone():
                 self.messages.extend(event.messages)
-                turn = self.open_turn
-                if turn is not None and turn.turn_id == event.header.turn_id:
-                    self.open_turn = turn.model_copy(update={"steps": turn.steps + 1})
-            case TurnResumed():
-                turn = self.open_turn
-                if turn is not None and turn.turn_id == event.header.turn_id:
-                    self.open_turn = turn.model_copy(
-                        update={"resumes": max(turn.resumes, event.resumes)}
-                    )
+                self._turn(event)
             case TurnFoldedInto():
                 self.messages.append(event.message)
             case TurnDone() | TurnFailed() | TurnInterrupted():
                 self.open_turn = None
-            case GateOpened():
-                turn, step_id = self.open_turn, event.header.step_id
-                if (
-                    turn is not None
-                    and turn.turn_id == event.header.turn_id
-                    and step_id
-                ):
-                    gate = OpenGate(gate_id=event.gate_id, step_id=step_id)
-                    self.open_turn = turn.model_copy(
-                        update={"gates": (*turn.gates, gate)}
-                    )
-            case GateResolved():
-                turn = self.open_turn
-                if turn is not None:
-                    left = tuple(g for g in turn.gates if g.gate_id != event.gate_id)
-                    self.open_turn = turn.model_copy(update={"gates": left})
-            case PermissionRequested():
-                turn = self.open_turn
-                if turn is not None:
-                    gates = tuple(
-                        g.model_copy(
-                            update={
-                                "tool_name": event.tool_name,
-                                "summary": event.summary,
-                            }
-                        )
-                        if g.gate_id == event.gate_id
-                        else g
-                        for g in turn.gates
-                    )
-                    self.open_turn = turn.model_copy(update={"gates": gates})
+            case (
+                PermissionDecided()
+                | TurnResumed()
+                | GateOpened()
+                | GateResolved()
+                | PermissionRequested()
+            ):
+                self._turn(event)
             case LoopStopped():
                 self.stopped = True
-            case LoopIdle() | TurnRejected() | InputCancelled() | PermissionDecided():
+            case LoopIdle() | TurnRejected() | InputCancelled():
                 pass
             case _:
                 assert_never(event)
+
+    def _turn(
+        self,
+        event: StepDone
+        | PermissionDecided
+        | TurnResumed
+        | GateOpened
+        | GateResolved
+        | PermissionRequested,
+    ) -> None:
+        """What an event of the open turn changes of it (nothing of another turn)."""
+        turn = self.open_turn
+        if turn is None or turn.turn_id != event.header.turn_id:
+            return
+        update: dict[str, object]
+        match event:
+            case StepDone():
+                update = {"steps": turn.steps + 1, "decisions": ()}
+            case PermissionDecided():
+                decided = CallDecision(tool_name=event.subject, effect=event.effect)
+                update = {"decisions": (*turn.decisions, decided)}
+            case TurnResumed():
+                update = {"resumes": max(turn.resumes, event.resumes)}
+            case GateOpened():
+                if not event.header.step_id:
+                    return
+                gate = OpenGate(gate_id=event.gate_id, step_id=event.header.step_id)
+                update = {"gates": (*turn.gates, gate)}
+            case GateResolved():
+                closed = [g for g in turn.gates if g.gate_id == event.gate_id]
+                update = {"gates": tuple(g for g in turn.gates if g not in closed)}
+                if event.action in ("approve", "deny"):
+                    effect: Literal["approve", "deny"] = (
+                        "approve" if event.action == "approve" else "deny"
+                    )
+                    update["decisions"] = turn.decisions + tuple(
+                        CallDecision(tool_name=g.tool_name, effect=effect)
+                        for g in closed
+                    )
+            case PermissionRequested():
+                named = {"tool_name": event.tool_name, "summary": event.summary}
+                update = {
+                    "gates": tuple(
+                        g.model_copy(update=named) if g.gate_id == event.gate_id else g
+                        for g in turn.gates
+                    )
+                }
+            case _:
+                assert_never(event)
+        self.open_turn = turn.model_copy(update=update)

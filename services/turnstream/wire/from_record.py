@@ -85,7 +85,7 @@ from turnstream.events import (
     TurnResumed,
     TurnStarted,
 )
-from turnstream.state import LoopState, OpenGate, OpenTurn
+from turnstream.state import CallDecision, LoopState, OpenGate, OpenTurn
 from turnstream.wire.errors import UnknownRecordTypeError
 
 __all__ = [
@@ -641,6 +641,12 @@ def loop_state_from(rec: Record) -> LoopState:
             resumes=_int(open_turn, "resumes"),
             model=_str(open_turn, "model"),
             max_tokens=_opt_int(open_turn, "max_tokens"),
+            decisions=tuple(
+                CallDecision(tool_name=_str(d, "tool_name"), effect=_effect(d))
+                for d in (
+                    _record(d, "decisions") for d in _list(open_turn, "decisions")
+                )
+            ),
         ),
         journal_offset=_int(rec, "journal_offset"),
         command_offset=_int(rec, "command_offset"),

@@ -484,6 +484,9 @@ def _open_turn(turn: OpenTurn) -> Record:
         "resumes": turn.resumes,
         "model": turn.model,
         "max_tokens": turn.max_tokens,
+        "decisions": [
+            {"tool_name": d.tool_name, "effect": d.effect} for d in turn.decisions
+        ],
     }
 
 

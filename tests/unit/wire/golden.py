@@ -69,7 +69,7 @@ from turnstream.events import (
     TurnResumed,
     TurnStarted,
 )
-from turnstream.state import LoopState, OpenGate, OpenTurn
+from turnstream.state import CallDecision, LoopState, OpenGate, OpenTurn
 from turnstream.wire import Codec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -355,6 +355,7 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
             resumes=1,
             model="claude-sonnet",
             max_tokens=512,
+            decisions=(CallDecision(tool_name="read_file", effect="approve"),),
         ),
         journal_offset=42,
         command_offset=7,
