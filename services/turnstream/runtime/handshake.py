@@ -109,6 +109,9 @@ class TurnSpec:
             step groups and folded inputs); empty for a new turn.
         first_step: the index of the turn's next step (its committed
             ``StepDone`` count when resumed).
+        decided: a resumed turn's access decisions of step ``first_step``
+            before the crash, ``(tool name, effect)`` in decision order: the
+            resumed step reuses them instead of deciding those calls again.
     """
 
     session_id: SessionId
@@ -124,6 +127,7 @@ class TurnSpec:
     factory: EventFactory
     resumed: tuple[Conversation, ...] = ()
     first_step: int = 0
+    decided: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -463,6 +463,7 @@ class LoopMachine:
             history=tuple(self._messages[:at]),
             resumed=tuple(self._messages[at + 1 :]),
             first_step=turn.steps,
+            decided=tuple((d.tool_name, d.effect) for d in turn.decisions),
             config=config,
             model=self._model,
             hooks=self._hooks,

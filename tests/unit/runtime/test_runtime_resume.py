@@ -13,7 +13,7 @@ import asyncio
 
 from tests.support.eventually import assert_eventually
 
-from turnstream.content import TextBlock, UserMessage
+from turnstream.content import TextBlock, ToolResultMessage, UserMessage, text_of
 from turnstream.events import (
     FailureKind,
     GateOpened,
@@ -28,8 +28,10 @@ from turnstream.events import (
 )
 from turnstream.ids import GateId, LoopId, SessionId
 from turnstream.memory import InMemoryHub, InMemoryJournal
-from turnstream.runtime import LocalSession, LoopConfig, LoopSetup, restore_loop
+from turnstream.runtime import LocalSession, LoopConfig, LoopSetup, restore_loop, tool
 from turnstream.runtime.config import RestorePolicy
+from turnstream.runtime.ports import IdempotentTool, ToolContext
+from turnstream.runtime.tools import OUTCOME_UNKNOWN
 from turnstream.testing import (
     FixedClock,
     FunctionTool,
@@ -71,21 +73,24 @@ async def restore(  # noqa: PLR0917 - the restore helper of this module's tests
 
 
 async def crash_at_third_call(
-    journal: InMemoryJournal,
-) -> tuple[SessionId, LoopId, list[str]]:
-    """Run a continuing turn until its third tool call runs; copy the journal."""
-    ran: list[str] = []
+    journal: InMemoryJournal, *, retry_safe: bool = True
+) -> tuple[SessionId, LoopId, list[tuple[str, str]]]:
+    """Run a continuing turn until its third tool call runs; copy the journal.
+
+    Returns the session, the loop and each call's (input, idempotency key).
+    """
+    ran: list[tuple[str, str]] = []
     third = asyncio.Event()
     never = asyncio.Event()
 
-    async def hangs_on_third(input_json: str, _ctx: object) -> str:
-        ran.append(input_json)
+    async def hangs_on_third(input_json: str, ctx: ToolContext) -> str:
+        ran.append((input_json, ctx.idempotency_key))
         if len(ran) == 3:  # step 3 runs: steps 1 and 2 are committed
             third.set()
             await never.wait()
         return f"r{len(ran)}"
 
-    tool = FunctionTool("t", hangs_on_third)
+    tool = FunctionTool("t", hangs_on_third, retry_safe=retry_safe)
     config = LoopConfig(model="m", tools=(tool,), restore=CONTINUE)
     script = [
         *[
@@ -101,15 +106,19 @@ async def crash_at_third_call(
 
 
 async def test_restore_continues_the_open_turn_after_its_last_committed_step() -> None:
-    """TurnResumed{steps 2}, then steps 3-5 and the answer; 1 and 2 never again."""
+    """TurnResumed{steps 2}, then steps 3-5 and the answer; 1 and 2 never again.
+
+    Step 3's call was approved and running at the crash; its tool is
+    idempotent, so it runs again -- with the key of its first attempt.
+    """
     journal = InMemoryJournal()
     session_id, loop_id, first_run = await crash_at_third_call(journal)
-    assert first_run == ['{"n":1}', '{"n":2}', '{"n":3}']
+    assert [i for i, _ in first_run] == ['{"n":1}', '{"n":2}', '{"n":3}']
     before = len(journal.events(loop_id))
-    ran: list[str] = []
+    ran: list[tuple[str, str]] = []
 
-    def counts(input_json: str, _ctx: object) -> str:
-        ran.append(input_json)
+    def counts(input_json: str, ctx: ToolContext) -> str:
+        ran.append((input_json, ctx.idempotency_key))
         return "ok"
 
     model = ScriptedModel(
@@ -122,7 +131,7 @@ async def test_restore_continues_the_open_turn_after_its_last_committed_step() -
         ]
     )
     session = await restore(
-        journal, session_id, loop_id, model, FunctionTool("t", counts)
+        journal, session_id, loop_id, model, FunctionTool("t", counts, retry_safe=True)
     )
     async with session:
         await session.wait_idle()
@@ -138,7 +147,11 @@ async def test_restore_continues_the_open_turn_after_its_last_committed_step() -
     )
     started = next(e for e in journal.events(loop_id) if isinstance(e, TurnStarted))
     assert resumed.header.turn_id == started.header.turn_id
-    assert ran == ['{"n":3}', '{"n":4}', '{"n":5}']
+    assert [i for i, _ in ran] == ['{"n":3}', '{"n":4}', '{"n":5}']
+    turn_id = started.header.turn_id
+    assert [k for _, k in first_run] == [f"{turn_id}:{s}:t:0" for s in (0, 1, 2)]
+    assert ran[0][1] == first_run[2][1]  # the same call, the same key
+    assert [k for _, k in ran] == [f"{turn_id}:{s}:t:0" for s in (2, 3, 4)]
     # The first request after the restore is the committed history, nothing else.
     assert [describe_message(m) for m in model.requests[0].messages] == [
         "User:go",
@@ -163,6 +176,55 @@ async def test_restore_continues_the_open_turn_after_its_last_committed_step() -
         if isinstance(e, StepDone)
         for m in e.messages[:1]
     ] == [f"AI:tool_use:u{i}" for i in range(1, 6)] + ["AI:all five"]
+
+
+async def test_a_call_approved_before_the_crash_is_not_run_again() -> None:
+    """A non-idempotent call approved at the crash: outcome unknown, reported once.
+
+    Its ``PermissionDecided{approve}`` is committed, its result is not: it may
+    have run. The resumed step does not run it again (and decides nothing
+    again); the model gets the typed ``outcome unknown`` error as its result,
+    and the turn goes on.
+    """
+    journal = InMemoryJournal()
+    session_id, loop_id, _ = await crash_at_third_call(journal, retry_safe=False)
+    before = len(journal.events(loop_id))
+    ran: list[str] = []
+
+    def counts(input_json: str, _ctx: ToolContext) -> str:
+        ran.append(input_json)
+        return "ok"
+
+    model = ScriptedModel(
+        [
+            *[
+                tool_step(call("t", id=f"u{i}", input_json=f'{{"n":{i}}}'))
+                for i in (3, 4, 5)
+            ],
+            text_step("done"),
+        ]
+    )
+    session = await restore(
+        journal, session_id, loop_id, model, FunctionTool("t", counts)
+    )
+    async with session:
+        await session.wait_idle()
+    assert ran == ['{"n":4}', '{"n":5}']
+    tail = journal.events(loop_id)[before:]
+    steps = [e for e in tail if isinstance(e, StepDone)]
+    results = [m for e in steps for m in e.messages[1:]]
+    unknown = [r for r in results if isinstance(r, ToolResultMessage) and r.is_error]
+    assert [(r.tool_use_id, text_of(r.blocks)) for r in unknown] == [
+        ("u3", OUTCOME_UNKNOWN)
+    ]
+    # Nothing decided again for it: steps 4 and 5 decide their own calls only.
+    assert [type(e).__name__ for e in tail].count("PermissionDecided") == 2
+    assert [type(e).__name__ for e in tail][-2:] == ["TurnDone", "LoopIdle"]
+    # The model saw the unknown outcome as step 3's result, once.
+    assert [describe_message(m) for m in model.requests[1].messages][-2:] == [
+        "AI:tool_use:u3",
+        f"Tool:u3:{OUTCOME_UNKNOWN}",
+    ]
 
 
 async def test_restore_fails_a_turn_resumed_too_often() -> None:
@@ -235,3 +297,15 @@ async def test_a_gate_open_at_the_crash_is_answered_after_the_resume() -> None:
     assert ran == ["{}"]
     ends = [e for e in tail if e.header.turn_id == opened.header.turn_id]
     assert isinstance(ends[-1], TurnDone)
+
+
+def test_tools_declare_whether_a_call_may_run_again() -> None:
+    """``@tool(idempotent=True)`` has the IdempotentTool trait; the default not."""
+
+    def effect(n: int) -> str:
+        return str(n)
+
+    assert tool(idempotent=True)(effect).idempotent() is True
+    assert tool(effect).idempotent() is False
+    assert isinstance(tool(effect), IdempotentTool)
+    assert FunctionTool("t").idempotent() is False
