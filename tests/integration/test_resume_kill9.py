@@ -8,7 +8,10 @@ test kills it with SIGKILL while it holds. The standby takes the partition over
 and restores the loop:
 
 - ``on_restore="continue"``: ``TurnResumed{steps 2}``, then steps 3-5 and the
-  answer, ``TurnDone`` with 5 tool steps; steps 1 and 2 never run again;
+  answer, ``TurnDone`` with 5 tool steps; steps 1 and 2 never run again, and
+  step 3's call (approved, running at the kill) is not run again either: the
+  model gets ``outcome unknown`` as its result -- unless its tool is
+  idempotent, when it runs again with the same idempotency key;
 - the default agent: ``TurnInterrupted``, exactly as before;
 - a gate open at the crash: still answerable after it, and its answer runs the
   call.
@@ -37,6 +40,7 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     unique_prefix,
 )
 
+from turnstream.content import ToolResultMessage, text_of
 from turnstream.events import (
     EnduringEvent,
     GateOpened,
@@ -50,6 +54,7 @@ from turnstream.events import (
 from turnstream.ids import GateId, LoopId
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.topology import TopicNames
+from turnstream.runtime.tools import OUTCOME_UNKNOWN
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -145,7 +150,13 @@ async def _ended(
 
 
 def _ledger(ledger: Path) -> list[str]:
-    return (ledger / "ledger").read_text().split()
+    """What ran, in order: each step's ``n`` (or ``confirm``)."""
+    return [line.split()[0] for line in (ledger / "ledger").read_text().splitlines()]
+
+
+def _keys(ledger: Path) -> list[str]:
+    """The idempotency key of each ``record`` run, in order."""
+    return [line.split()[1] for line in (ledger / "ledger").read_text().splitlines()]
 
 
 async def test_continuing_agent_finishes_the_turn_after_kill_nine(
@@ -187,8 +198,56 @@ async def test_continuing_agent_finishes_the_turn_after_kill_nine(
             for use in e.ai_message.tool_uses()
         ]
         assert calls == [f'{{"n": {n}}}' for n in range(1, 6)]
-        # Steps 1 and 2 ran once; step 3 was running at the kill and ran again.
+        # Every step's call ran once: step 3's was approved and running at the
+        # kill, so its outcome is unknown and it is not run again; the model
+        # got that as its result.
+        assert _ledger(tmp_path) == ["1", "2", "3", "4", "5"]
+        results = [
+            text_of(m.blocks)
+            for e in events
+            if isinstance(e, StepDone)
+            for m in e.messages[1:]
+            if isinstance(m, ToolResultMessage)
+        ]
+        assert results == [
+            "recorded 1",
+            "recorded 2",
+            OUTCOME_UNKNOWN,
+            "recorded 4",
+            "recorded 5",
+        ]
+    finally:
+        await session.close()
+        await delete_topic_set(kafka_bootstrap, prefix)
+
+
+async def test_idempotent_call_runs_again_with_its_key_after_kill_nine(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    prefix = unique_prefix("resume-key")
+    topics = await apply_topic_set(kafka_bootstrap, prefix, partitions=1)
+    session = await connect(kafka_bootstrap, topics)
+    try:
+        async with _fleet(kafka_bootstrap, prefix) as fleet:
+            _, loop_id, command = await _crash_mid_step_three(
+                fleet,
+                session,
+                bootstrap=kafka_bootstrap,
+                topics=topics,
+                agent="continuing_idempotent",
+                ledger=tmp_path,
+            )
+            events = await _ended(kafka_bootstrap, topics, loop_id, fleet)
+        check_journal(await read_all(kafka_bootstrap, topics, 1), [command])
+        ended = [e for e in events if e.ends_turn()]
+        assert [type(e) for e in ended] == [TurnDone]
+        # Step 3's call ran again, with the key of its first attempt.
         assert _ledger(tmp_path) == ["1", "2", "3", "3", "4", "5"]
+        keys = _keys(tmp_path)
+        assert keys[2] == keys[3]
+        assert len(set(keys)) == 5
+        turn_id = ended[0].header.turn_id
+        assert keys[2] == f"{turn_id}:2:record:0"
     finally:
         await session.close()
         await delete_topic_set(kafka_bootstrap, prefix)

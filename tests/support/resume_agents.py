@@ -9,11 +9,14 @@ a resumed turn asks exactly what the crashed one would have asked next:
 - any other turn calls ``record`` with ``{"n": k}`` for k = 1 … 5, one call per
   step, then answers ``five steps done``.
 
-``record`` appends ``k`` to ``$RESUME_LEDGER_DIR/ledger`` (outside the actor,
-so it survives a kill -9) and, the first time it runs with
+``record`` appends ``k`` and its call's idempotency key to
+``$RESUME_LEDGER_DIR/ledger`` (outside the actor, so it survives a kill -9)
+and, the first time it runs with
 ``k == $RESUME_HOLD_AT``, leaves ``held`` beside it and waits for ever: the
 test kills the process while step ``k`` is held (steps before it committed,
 step ``k`` not). ``confirm`` appends ``confirm`` to the ledger.
+``continuing`` declares ``record`` not idempotent (a call approved before the
+crash is not run again), ``continuing_idempotent`` declares it idempotent.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from turnstream.runtime import AccessRules, Agent, ToolContext
 from turnstream.runtime.model_client import ModelEvent, ModelRequest, StreamEnd
 from turnstream.testing import FunctionTool
 
-__all__ = ["continuing", "interrupting"]
+__all__ = ["continuing", "continuing_idempotent", "interrupting"]
 
 STEPS = 5
 
@@ -49,9 +52,9 @@ def _append(line: str) -> None:
         ledger.write(line + "\n")
 
 
-async def _record(input_json: str, _ctx: ToolContext) -> str:
+async def _record(input_json: str, ctx: ToolContext) -> str:
     n = int(json.loads(input_json)["n"])
-    _append(str(n))
+    _append(f"{n} {ctx.idempotency_key}")
     held = _ledger_dir() / "held"
     if n == int(os.environ.get("RESUME_HOLD_AT", "0")) and not held.exists():
         held.touch()
@@ -93,16 +96,20 @@ class StepsModel:
         yield StreamEnd(stop_reason="end_turn")
 
 
-def _agent(name: str, **kw: object) -> Agent:
+def _agent(*, idempotent: bool = False, **kw: object) -> Agent:
     return Agent(
-        name=name,
+        name="resumer",
         model="steps",
         client=StepsModel(),
-        tools=[FunctionTool("record", _record), FunctionTool("confirm", _confirm)],
+        tools=[
+            FunctionTool("record", _record, retry_safe=idempotent),
+            FunctionTool("confirm", _confirm),
+        ],
         access=AccessRules(allow=["record"], ask=["confirm"]),
         **kw,  # type: ignore[arg-type]
     )
 
 
-continuing = _agent("resumer", on_restore="continue")
-interrupting = _agent("resumer")
+continuing = _agent(on_restore="continue")
+continuing_idempotent = _agent(on_restore="continue", idempotent=True)
+interrupting = _agent()
