@@ -13,11 +13,20 @@ import asyncio
 
 from tests.support.eventually import assert_eventually
 
-from turnstream.content import TextBlock, ToolResultMessage, UserMessage, text_of
+from turnstream.content import (
+    AIMessage,
+    TextBlock,
+    ToolResultMessage,
+    UserMessage,
+    text_of,
+)
 from turnstream.events import (
     FailureKind,
+    GateCloseReason,
     GateOpened,
     GateResolved,
+    Header,
+    PermissionDecided,
     PermissionRequested,
     StepDone,
     TurnDone,
@@ -28,10 +37,18 @@ from turnstream.events import (
 )
 from turnstream.ids import GateId, LoopId, SessionId
 from turnstream.memory import InMemoryHub, InMemoryJournal
-from turnstream.runtime import LocalSession, LoopConfig, LoopSetup, restore_loop, tool
+from turnstream.runtime import (
+    LocalSession,
+    LoopConfig,
+    LoopSetup,
+    fold_loop,
+    restore_loop,
+    tool,
+)
 from turnstream.runtime.config import RestorePolicy
 from turnstream.runtime.ports import IdempotentTool, ToolContext
 from turnstream.runtime.tools import OUTCOME_UNKNOWN
+from turnstream.state import CallDecision
 from turnstream.testing import (
     FixedClock,
     FunctionTool,
@@ -309,3 +326,52 @@ def test_tools_declare_whether_a_call_may_run_again() -> None:
     assert tool(effect).idempotent() is False
     assert isinstance(tool(effect), IdempotentTool)
     assert FunctionTool("t").idempotent() is False
+
+
+def test_fold_keeps_the_open_steps_decisions_until_its_step_commits() -> None:
+    """Decided and answered calls are the open step's decisions; StepDone resets."""
+    ids = SequentialIds(90_000)
+    session, loop, turn, step, gate = (ids.new_id() for _ in range(5))
+
+    def header(**kw: object) -> Header:
+        return Header(event_id=ids.new_id(), session_id=session, loop_id=loop, **kw)  # type: ignore[arg-type]
+
+    at = {"turn_id": turn, "step_id": step}
+    events = [
+        TurnStarted(header=header(turn_id=turn), turn_index=1, message=user("a")),
+        PermissionDecided(
+            header=header(**at),
+            tool_execution_id=ids.new_id(),
+            effect="approve",
+            reason="access_evaluated",
+            subject="t",
+        ),
+        GateOpened(header=header(**at), gate_id=gate, kind="permission"),
+        PermissionRequested(
+            header=header(**at),
+            tool_execution_id=ids.new_id(),
+            gate_id=gate,
+            tool_name="g",
+            summary="g once",
+        ),
+    ]
+    opened = fold_loop(events).open_turn
+    assert opened is not None
+    assert [(g.tool_name, g.summary) for g in opened.gates] == [("g", "g once")]
+    answered = GateResolved(
+        header=header(**at),
+        gate_id=gate,
+        reason=GateCloseReason.ANSWERED,
+        action="deny",
+    )
+    state = fold_loop([*events, answered])
+    assert state.open_turn is not None
+    assert state.open_turn.gates == ()
+    assert state.open_turn.decisions == (
+        CallDecision(tool_name="t", effect="approve"),
+        CallDecision(tool_name="g", effect="deny"),
+    )
+    done = StepDone(header=header(**at), messages=(AIMessage(),))
+    after = fold_loop([done], state).open_turn
+    assert after is not None
+    assert (after.steps, after.decisions) == (1, ())
