@@ -33,7 +33,7 @@ reverse.
 from turnstream.runtime.accumulate import INTERRUPTED_NOTICE, TRUNCATED_NOTICE
 from turnstream.runtime.actor import LoopActor, LoopStatus
 from turnstream.runtime.agent import AccessRules, Agent, AgentHost
-from turnstream.runtime.config import LoopConfig, ToolLimits
+from turnstream.runtime.config import LoopConfig, RestorePolicy, ToolLimits
 from turnstream.runtime.errors import CommitError, LoopClosedError, RestoreError
 from turnstream.runtime.fold import fold_loop
 from turnstream.runtime.function_tool import TypedTool, tool
@@ -127,6 +127,7 @@ __all__ = [
     "RandomIds",
     "Recovery",
     "RestoreError",
+    "RestorePolicy",
     "SequentialTool",
     "Session",
     "StreamEnd",
