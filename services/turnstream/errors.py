@@ -14,6 +14,7 @@
     ├── TurnError                        ends a turn with TurnFailed (kind on wire)
     │   ├── EmptyResponseError
     │   ├── ToolLimitError
+    │   ├── ResumeLimitError
     │   ├── StructuredOutputError
     │   ├── HookDeniedError
     │   ├── ProviderError
@@ -48,6 +49,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ProviderError",
     "RestoredError",
+    "ResumeLimitError",
     "SessionError",
     "StructuredOutputError",
     "SubscriptionLossError",
@@ -198,6 +200,22 @@ class ToolLimitError(TurnError):
         super().__init__(
             f"tool limit reached: {iterations}/{max_iterations} iterations, "
             f"{calls}/{max_calls} calls"
+        )
+
+
+class ResumeLimitError(TurnError):
+    """A turn was resumed after a crash as often as allowed and crashed again.
+
+    The next owner fails it instead of resuming it once more (a crash loop).
+    """
+
+    kind = "resume_limit"
+
+    def __init__(self, resumes: int, max_resumes: int) -> None:
+        self.resumes = resumes
+        self.max_resumes = max_resumes
+        super().__init__(
+            f"turn resumed {resumes} times (limit {max_resumes}); not resumed again"
         )
 
 

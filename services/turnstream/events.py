@@ -73,6 +73,7 @@ __all__ = [
     "TurnFoldedInto",
     "TurnInterrupted",
     "TurnRejected",
+    "TurnResumed",
     "TurnStarted",
     "failure_from_error",
 ]
@@ -168,6 +169,7 @@ class FailureKind(StrEnum):
     TURN_PANIC = "turn_panic"
     USAGE_OVERFLOW = "usage_overflow"
     RESTORED = "restored"
+    RESUME_LIMIT = "resume_limit"
 
 
 # --------------------------------------------------------------------------
@@ -523,6 +525,23 @@ class GateResolved(EventBase):
     action: str = ""
 
 
+class TurnResumed(EventBase):
+    """A new owner continues the open turn a crash left (``on_restore="continue"``).
+
+    ``steps`` counts the turn's committed ``StepDone`` events (the turn goes on
+    after the last of them), ``resumes`` how often this turn was resumed,
+    this time included; ``reason`` is a stable code (``owner_restored``).
+    """
+
+    DELIVERY = Delivery.ENDURING
+    PROFILE = Profile.TURN
+    type: Literal["TurnResumed"] = "TurnResumed"
+    turn_index: _TurnIndex
+    steps: int = Field(default=0, ge=0)
+    resumes: int = Field(default=1, ge=1)
+    reason: str = ""
+
+
 AnyEvent = (
     LoopStarted
     | LoopIdle
@@ -543,6 +562,7 @@ AnyEvent = (
     | GateOpened
     | GateResolved
     | LoopStopped
+    | TurnResumed
 )
 """Every event, for ``match`` dispatch ending in ``assert_never``."""
 
@@ -567,6 +587,7 @@ EnduringEvent = (
     | GateOpened
     | GateResolved
     | LoopStopped
+    | TurnResumed
 )
 
 EVENT_TYPES: tuple[type[EventBase], ...] = (
@@ -589,6 +610,7 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     GateOpened,
     GateResolved,
     LoopStopped,
+    TurnResumed,
 )
 EPHEMERAL_EVENT_TYPES = tuple(
     t for t in EVENT_TYPES if t.DELIVERY is Delivery.EPHEMERAL

@@ -9,32 +9,71 @@ latest snapshot and then folds only the journal events after
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnstream.content import Conversation
 
-__all__ = ["LoopState", "OpenGate", "OpenTurn"]
+__all__ = ["CallDecision", "LoopState", "OpenGate", "OpenTurn"]
+
+
+class CallDecision(BaseModel):
+    """An access decision of the open turn's step that is not committed yet.
+
+    Calls are decided one at a time in call order, so the n-th decision about
+    a tool is about the step's n-th decided call of that tool. ``approve``
+    means the call may have run: its outcome is unknown after a crash.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_name: str
+    effect: Literal["approve", "deny"]
 
 
 class OpenGate(BaseModel):
-    """An approval gate of the open turn that has not been resolved yet."""
+    """An approval gate of the open turn that has not been resolved yet.
+
+    ``tool_name`` and ``summary`` are its ``PermissionRequested``'s: a resumed
+    turn's call of the same tool and summary takes the gate over.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     gate_id: UUID
     step_id: UUID
+    tool_name: str = ""
+    summary: str = ""
 
 
 class OpenTurn(BaseModel):
-    """A turn that started and has not ended yet (with its open gates)."""
+    """A turn that started and has not ended yet (with its open gates).
+
+    Attributes:
+        message_index: where the turn's input sits in the loop's history (the
+            turn's own messages follow it); ``-1``: not recorded.
+        steps: the turn's committed ``StepDone`` events.
+        resumes: how often the turn was resumed (``TurnResumed`` events).
+        model: the model its steps ask (its ``TurnStarted``'s); empty: not
+            recorded.
+        max_tokens: its output cap per step, if any.
+        decisions: the access decisions of the step after its last
+            ``StepDone`` (``PermissionDecided`` and answered gates), in order.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     turn_id: UUID
     turn_index: int = Field(ge=1)
     gates: tuple[OpenGate, ...] = ()
+    message_index: int = Field(default=-1, ge=-1)
+    steps: int = Field(default=0, ge=0)
+    resumes: int = Field(default=0, ge=0)
+    model: str = ""
+    max_tokens: int | None = Field(default=None, ge=1)
+    decisions: tuple[CallDecision, ...] = ()
 
 
 class LoopState(BaseModel):

@@ -52,6 +52,7 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
     failure_from_error,
 )
@@ -79,6 +80,7 @@ EVENT_TABLE = [
     (GateOpened, D, Profile.STEP, False),
     (GateResolved, D, Profile.STEP, False),
     (LoopStopped, D, Profile.LOOP, False),
+    (TurnResumed, D, Profile.TURN, False),
 ]
 
 

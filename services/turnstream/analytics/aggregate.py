@@ -76,6 +76,7 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
 
@@ -622,6 +623,7 @@ def _apply(  # noqa: PLR0911 - one return per event type
             | PermissionRequested()
             | GateOpened()
             | GateResolved()
+            | TurnResumed()
         ):
             return True
         case _:

@@ -52,6 +52,7 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
 
@@ -246,6 +247,11 @@ class EventRenderer:
                 )
             case TurnInterrupted():
                 return ""
+            case TurnResumed():
+                return (
+                    f"steps={event.steps} resumes={event.resumes} "
+                    f"reason={quote(event.reason)}"
+                )
             case ToolCallStarted():
                 shown = event.summary and event.summary != event.tool_name
                 summary = f" summary={quote(event.summary)}" if shown else ""

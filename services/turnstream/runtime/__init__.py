@@ -34,7 +34,7 @@ reverse.
 from turnstream.runtime.accumulate import INTERRUPTED_NOTICE, TRUNCATED_NOTICE
 from turnstream.runtime.actor import LoopActor, LoopStatus
 from turnstream.runtime.agent import AccessRules, Agent, AgentHost
-from turnstream.runtime.config import LoopConfig, ToolLimits
+from turnstream.runtime.config import LoopConfig, RestorePolicy, ToolLimits
 from turnstream.runtime.errors import CommitError, LoopClosedError, RestoreError
 from turnstream.runtime.fold import fold_loop
 from turnstream.runtime.function_tool import TypedTool, tool
@@ -67,6 +67,7 @@ from turnstream.runtime.ports import (
     AuditableTool,
     Clock,
     EventSource,
+    IdempotentTool,
     IdSource,
     Journal,
     LiveHub,
@@ -110,6 +111,7 @@ __all__ = [
     "HookRunner",
     "HookSet",
     "IdSource",
+    "IdempotentTool",
     "Journal",
     "LiveHub",
     "LocalSession",
@@ -129,6 +131,7 @@ __all__ = [
     "RandomIds",
     "Recovery",
     "RestoreError",
+    "RestorePolicy",
     "SequentialTool",
     "Session",
     "StreamEnd",

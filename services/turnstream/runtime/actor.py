@@ -21,6 +21,7 @@ import asyncio
 from typing import TypeVar, assert_never
 
 from turnstream.commands import Interrupt, RespondGate, Retract, Shutdown, SubmitInput
+from turnstream.content import UserMessage
 from turnstream.events import RejectReason
 from turnstream.ids import CommandId, LoopId, SessionId
 from turnstream.runtime.config import LoopConfig
@@ -154,15 +155,25 @@ class LoopActor:
         access_policy: AccessPolicy | None = None,
         announce: bool = False,
     ) -> LoopActor:
-        """A restored loop: idle, seeded from ``state``, announcing nothing.
+        """A restored loop, seeded from ``state``, announcing nothing.
+
+        It comes up idle, or -- when ``state`` keeps a turn open that the
+        restore resumed (``TurnResumed``, an agent with
+        ``on_restore="continue"``) -- running that turn again.
 
         ``announce`` is for a loop whose journal holds only refusals (it was
         never bound to an agent): it is announced -- bound -- now.
 
         Raises:
-            RestoreError: ``state`` still has an open turn (close it first).
+            RestoreError: ``state`` still has an open turn the loop cannot
+                resume (close it first).
         """
-        if state.open_turn is not None:
+        turn = state.open_turn
+        if turn is not None and not (
+            config.restore.continues
+            and 0 <= turn.message_index < len(state.messages)
+            and isinstance(state.messages[turn.message_index], UserMessage)
+        ):
             raise RestoreError("open_turn")
         return cls(
             session_id=SessionId(state.session_id),
@@ -287,6 +298,8 @@ class LoopActor:
                 self._start_failed = True
                 machine.status = LoopStatus.STOPPED
             self._ready.set()
+            if not self._start_failed:
+                machine.resume()
             while machine.status is not LoopStatus.STOPPED:
                 self._waiting = True
                 message = await self._mail.get()

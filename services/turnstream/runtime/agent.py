@@ -36,9 +36,12 @@ from turnstream.ids import LoopId
 from turnstream.runtime.config import (
     DEFAULT_COMMIT_TIMEOUT,
     DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_MAX_RESUMES,
     DEFAULT_STEP_TIMEOUT,
     DEFAULT_TOOL_TIMEOUT,
     LoopConfig,
+    OnRestore,
+    RestorePolicy,
     ToolLimits,
 )
 from turnstream.runtime.hooks import HookRunner, HookSet, compile_hooks
@@ -169,6 +172,12 @@ class Agent:
         drain_timeout: seconds a cancelled turn may take to end.
         reopen_after_shutdown: a submit after a client's ``Shutdown`` reopens
             the loop instead of being refused ``shutting_down``.
+        on_restore: what the next owner does with a turn a crash left open:
+            ``"interrupt"`` (default, the contract's rule: ``TurnInterrupted``)
+            or ``"continue"`` (``TurnResumed``, then the next model request
+            from the committed history).
+        max_resumes: a continuing turn resumed this many times already ends
+            ``TurnFailed{resume_limit}`` on the next restore (a crash loop).
         display_name: a label carried by ``LoopStarted``.
         client: a model client of your own (your endpoint, your credentials);
             ``None``: the service builds one from ``model``.
@@ -188,6 +197,8 @@ class Agent:
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     reopen_after_shutdown: bool = False
+    on_restore: OnRestore = "interrupt"
+    max_resumes: int = DEFAULT_MAX_RESUMES
     display_name: str = ""
     client: ModelClient | None = None
 
@@ -231,6 +242,9 @@ class Agent:
             agent_name=self.name,
             display_name=self.display_name,
             reopen_after_shutdown=self.reopen_after_shutdown,
+            restore=RestorePolicy(
+                on_restore=self.on_restore, max_resumes=self.max_resumes
+            ),
         )
 
     def access_policy(self) -> AccessPolicy:

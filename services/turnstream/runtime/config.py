@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from turnstream.errors import ConfigError
 from turnstream.runtime.model_client import ToolSpec
@@ -22,10 +23,14 @@ __all__ = [
     "DEFAULT_COMMIT_TIMEOUT",
     "DEFAULT_DRAIN_TIMEOUT",
     "DEFAULT_INBOX_CAPACITY",
+    "DEFAULT_MAX_RESUMES",
     "DEFAULT_STEP_TIMEOUT",
     "DEFAULT_TOOL_TIMEOUT",
     "DEFAULT_TRUNCATED_COMMIT_GRACE",
+    "ON_RESTORE_MODES",
     "LoopConfig",
+    "OnRestore",
+    "RestorePolicy",
     "ToolLimits",
 ]
 
@@ -41,6 +46,12 @@ DEFAULT_COMMIT_TIMEOUT = 10.0
 """Seconds one journal commit may take."""
 DEFAULT_TRUNCATED_COMMIT_GRACE = 0.25
 """Seconds the safe prefix of an interrupted step may take to commit (§4.5)."""
+
+DEFAULT_MAX_RESUMES = 3
+"""Times one turn may be resumed after a crash before it fails (a crash loop)."""
+
+OnRestore = Literal["interrupt", "continue"]
+ON_RESTORE_MODES: tuple[OnRestore, ...] = ("interrupt", "continue")
 
 _MIN_RESULT_BYTES = 256
 
@@ -75,6 +86,33 @@ class ToolLimits:
             raise ConfigError("max_result_bytes", "must be 0 or at least 256")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestorePolicy:
+    """What a new owner does with a turn a crash left open.
+
+    Attributes:
+        on_restore: ``interrupt`` ends it ``TurnInterrupted`` (the contract's
+            restore rule); ``continue`` resumes it after its last committed
+            ``StepDone`` (``TurnResumed``).
+        max_resumes: a turn already resumed this many times ends
+            ``TurnFailed{resume_limit}`` instead (a crash loop).
+    """
+
+    on_restore: OnRestore = "interrupt"
+    max_resumes: int = DEFAULT_MAX_RESUMES
+
+    def __post_init__(self) -> None:
+        if self.on_restore not in ON_RESTORE_MODES:
+            raise ConfigError("on_restore", "must be 'interrupt' or 'continue'")
+        if self.max_resumes < 0:
+            raise ConfigError("max_resumes", "must be at least 0")
+
+    @property
+    def continues(self) -> bool:
+        """An open turn is resumed, not interrupted."""
+        return self.on_restore == "continue"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class LoopConfig:
     """Everything one loop runs with.
@@ -103,6 +141,7 @@ class LoopConfig:
         hosted: ``False`` when this process does not host the loop's agent:
             every input is refused ``unknown_agent`` and nothing else is
             written (a new loop is not announced, so not bound).
+        restore: what a new owner does with a turn a crash left open.
     """
 
     model: str
@@ -122,6 +161,7 @@ class LoopConfig:
     models: tuple[str, ...] = ()
     reopen_after_shutdown: bool = False
     hosted: bool = True
+    restore: RestorePolicy = field(default_factory=RestorePolicy)
 
     def __post_init__(self) -> None:
         if not self.model.strip():

@@ -6,11 +6,15 @@ optional earlier snapshot) to :class:`~turnstream.state.LoopState`:
 =================================  ==========================================
 ``LoopStarted``                    agent name and model
 ``TurnStarted``                    turn index + 1, append its message, open turn
-``StepDone``                       append its messages
+``StepDone``                       append its messages; the open turn steps + 1
 ``TurnFoldedInto``                 append its message
 ``TurnDone``/``Failed``/``Int…``   close the open turn (adds nothing)
+``TurnResumed``                    the open turn's resume count
 ``LoopStopped``                    stopped (a later ``TurnStarted`` reopens)
 ``GateOpened``/``GateResolved``    the open turn's unresolved gates
+``PermissionRequested``            its gate's tool name and summary
+``PermissionDecided``              the open step's access decisions (so is an
+                                   answered ``GateResolved``; ``StepDone`` resets)
 every other event                  no effect on history
 =================================  ==========================================
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import assert_never
+from typing import Literal, assert_never
 from uuid import UUID
 
 from turnstream.content import Conversation
@@ -45,11 +49,12 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
 from turnstream.runtime.errors import RestoreError
 from turnstream.runtime.input_queue import SEEN_WINDOW
-from turnstream.state import LoopState, OpenGate, OpenTurn
+from turnstream.state import CallDecision, LoopState, OpenGate, OpenTurn
 
 __all__ = ["fold_loop"]
 
@@ -110,7 +115,7 @@ class _Fold:
     updated_at: datetime | None
     stopped: bool
 
-    def apply(self, event: EnduringEvent) -> None:  # noqa: PLR0912 - one case per type
+    def apply(self, event: EnduringEvent) -> None:
         if event.header.created_at is not None:
             self.updated_at = event.header.created_at
         replied = event.reply_to()
@@ -123,42 +128,83 @@ class _Fold:
             case TurnStarted():
                 self.stopped = False
                 self.turn_index += 1
-                self.messages.append(event.message)
                 if event.header.turn_id is not None:
                     self.open_turn = OpenTurn(
-                        turn_id=event.header.turn_id, turn_index=event.turn_index
+                        turn_id=event.header.turn_id,
+                        turn_index=event.turn_index,
+                        message_index=len(self.messages),
+                        model=event.model,
+                        max_tokens=event.max_tokens,
                     )
+                self.messages.append(event.message)
             case StepDone():
                 self.messages.extend(event.messages)
+                self._turn(event)
             case TurnFoldedInto():
                 self.messages.append(event.message)
             case TurnDone() | TurnFailed() | TurnInterrupted():
                 self.open_turn = None
-            case GateOpened():
-                turn, step_id = self.open_turn, event.header.step_id
-                if (
-                    turn is not None
-                    and turn.turn_id == event.header.turn_id
-                    and step_id
-                ):
-                    gate = OpenGate(gate_id=event.gate_id, step_id=step_id)
-                    self.open_turn = turn.model_copy(
-                        update={"gates": (*turn.gates, gate)}
-                    )
-            case GateResolved():
-                turn = self.open_turn
-                if turn is not None:
-                    left = tuple(g for g in turn.gates if g.gate_id != event.gate_id)
-                    self.open_turn = turn.model_copy(update={"gates": left})
-            case LoopStopped():
-                self.stopped = True
             case (
-                LoopIdle()
-                | TurnRejected()
-                | InputCancelled()
-                | PermissionDecided()
+                PermissionDecided()
+                | TurnResumed()
+                | GateOpened()
+                | GateResolved()
                 | PermissionRequested()
             ):
+                self._turn(event)
+            case LoopStopped():
+                self.stopped = True
+            case LoopIdle() | TurnRejected() | InputCancelled():
                 pass
             case _:
                 assert_never(event)
+
+    def _turn(
+        self,
+        event: StepDone
+        | PermissionDecided
+        | TurnResumed
+        | GateOpened
+        | GateResolved
+        | PermissionRequested,
+    ) -> None:
+        """What an event of the open turn changes of it (nothing of another turn)."""
+        turn = self.open_turn
+        if turn is None or turn.turn_id != event.header.turn_id:
+            return
+        update: dict[str, object]
+        match event:
+            case StepDone():
+                update = {"steps": turn.steps + 1, "decisions": ()}
+            case PermissionDecided():
+                decided = CallDecision(tool_name=event.subject, effect=event.effect)
+                update = {"decisions": (*turn.decisions, decided)}
+            case TurnResumed():
+                update = {"resumes": max(turn.resumes, event.resumes)}
+            case GateOpened():
+                if not event.header.step_id:
+                    return
+                gate = OpenGate(gate_id=event.gate_id, step_id=event.header.step_id)
+                update = {"gates": (*turn.gates, gate)}
+            case GateResolved():
+                closed = [g for g in turn.gates if g.gate_id == event.gate_id]
+                update = {"gates": tuple(g for g in turn.gates if g not in closed)}
+                if event.action in ("approve", "deny"):
+                    effect: Literal["approve", "deny"] = (
+                        "approve" if event.action == "approve" else "deny"
+                    )
+                    update["decisions"] = turn.decisions + tuple(
+                        CallDecision(tool_name=g.tool_name, effect=effect)
+                        for g in closed
+                    )
+            case PermissionRequested():
+                named = {"tool_name": event.tool_name, "summary": event.summary}
+                update = {
+                    "gates": tuple(
+                        g.model_copy(update=named) if g.gate_id == event.gate_id else g
+                        for g in turn.gates
+                    )
+                }
+            case _:
+                assert_never(event)
+        self.open_turn = turn.model_copy(update=update)

@@ -80,8 +80,9 @@ class TypedTool:
     """A :class:`~turnstream.runtime.ports.Tool` that calls one typed function.
 
     Build it with :func:`tool`. It also implements the ``SequentialTool``
-    trait (``sequential=True`` runs its calls one at a time) and, when given
-    ``audit``, the ``AuditableTool`` trait.
+    trait (``sequential=True`` runs its calls one at a time), the
+    ``IdempotentTool`` trait (``idempotent=True``: a call may run again after
+    a crash) and, when given ``audit``, the ``AuditableTool`` trait.
     """
 
     def __init__(
@@ -92,9 +93,11 @@ class TypedTool:
         description: str | None = None,
         sequential: bool = False,
         audit: Callable[[str], str] | None = None,
+        idempotent: bool = False,
     ) -> None:
         self.fn = fn
         self._sequential = sequential
+        self._idempotent = idempotent
         self._audit = audit
         self._is_async = inspect.iscoroutinefunction(fn)
         tool_name = name or fn.__name__
@@ -146,6 +149,10 @@ class TypedTool:
         """Whether calls of this tool run one at a time."""
         return self._sequential
 
+    def idempotent(self) -> bool:
+        """Whether a call may run again after a crash (same idempotency key)."""
+        return self._idempotent
+
     def audit_summary(self, input_json: str) -> str:
         """The ``audit`` callback's summary, else the tool name."""
         return self._audit(input_json) if self._audit else self._spec.name
@@ -186,6 +193,7 @@ def tool(
     description: str | None = None,
     sequential: bool = False,
     audit: Callable[[str], str] | None = None,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., object]], TypedTool]: ...
 
 
@@ -197,6 +205,7 @@ def tool(
     description: str | None = None,
     sequential: bool = False,
     audit: Callable[[str], str] | None = None,
+    idempotent: bool = False,
 ) -> TypedTool | Callable[[Callable[..., object]], TypedTool]:
     """Make a tool of a typed function (``@tool`` or ``@tool(name=...)``).
 
@@ -208,6 +217,10 @@ def tool(
         sequential: run this tool's calls one at a time.
         audit: a redacted one-line summary of a call's input JSON, for
             events and approval gates (default: the tool name).
+        idempotent: a call approved before a crash, whose result was never
+            committed, runs again when the turn resumes (with the same
+            ``ToolContext.idempotency_key``); without it such a call is not
+            run again and the model gets an ``outcome unknown`` error.
 
     Raises:
         ConfigError: a parameter without a type, ``*args``/``**kwargs``, or a
@@ -216,7 +229,12 @@ def tool(
 
     def wrap(f: Callable[..., object]) -> TypedTool:
         return TypedTool(
-            f, name=name, description=description, sequential=sequential, audit=audit
+            f,
+            name=name,
+            description=description,
+            sequential=sequential,
+            audit=audit,
+            idempotent=idempotent,
         )
 
     if fn is not None:

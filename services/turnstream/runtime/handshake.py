@@ -105,6 +105,13 @@ class TurnSpec:
         history: committed history *before* the turn (a snapshot, never an
             alias of the actor's list).
         message: the turn's first user message.
+        resumed: a resumed turn's committed messages after ``message`` (its
+            step groups and folded inputs); empty for a new turn.
+        first_step: the index of the turn's next step (its committed
+            ``StepDone`` count when resumed).
+        decided: a resumed turn's access decisions of step ``first_step``
+            before the crash, ``(tool name, effect)`` in decision order: the
+            resumed step reuses them instead of deciding those calls again.
     """
 
     session_id: SessionId
@@ -118,6 +125,9 @@ class TurnSpec:
     hooks: HookRunner
     access_policy: AccessPolicy | None
     factory: EventFactory
+    resumed: tuple[Conversation, ...] = ()
+    first_step: int = 0
+    decided: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,8 +152,10 @@ class LocalSession:
     ) -> LocalSession:
         """Rebuild a session's loops from the journal (contract §8.2, F).
 
-        Open turns are closed with a durable ``TurnInterrupted``; loops come up
-        idle; nothing is delivered live and no ``LoopStarted`` is re-emitted.
+        Open turns are closed with a durable ``TurnInterrupted``, or resumed
+        (``TurnResumed``) when the loop's agent continues them
+        (``on_restore="continue"``); other loops come up idle; nothing of the
+        restore is delivered live and no ``LoopStarted`` is re-emitted.
 
         Raises:
             RestoreError: a loop could not be rebuilt.
@@ -174,6 +176,7 @@ class LocalSession:
                 clock=session._clock,
                 ids=session._ids,
                 commit_timeout=setup.config.commit_timeout,
+                policy=setup.config.restore,
             )
             if state.session_id != session_id:
                 raise RestoreError("loop_mismatch")

@@ -17,13 +17,15 @@ by one actor; the turn's own steps live in ``turn``/``step``/``tools``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TypeVar
+from uuid import UUID
 
 from turnstream.commands import Interrupt, RespondGate, Retract, SubmitInput
-from turnstream.content import Conversation
+from turnstream.content import Conversation, UserMessage
 from turnstream.events import (
     Agency,
     CancelReason,
@@ -33,11 +35,22 @@ from turnstream.events import (
     RejectReason,
     TurnStarted,
 )
-from turnstream.ids import CommandId, GateId, LoopId, SessionId, TurnId
+from turnstream.ids import (
+    CommandId,
+    GateId,
+    LoopId,
+    SessionId,
+    StepId,
+    ToolExecutionId,
+    TurnId,
+)
 from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.errors import RestoreError
 from turnstream.runtime.gates import (
+    PERMISSION_ACTIONS,
     GateAnswer,
     GateTable,
+    PendingGate,
     abandon_gates,
     answer_gate,
     open_gate,
@@ -168,6 +181,11 @@ class LoopMachine:
         recent = state.recent_command_ids if state else ()
         self.seen = SeenCommands(CommandId(c) for c in recent)
         self._gates = GateTable()
+        # A turn restored to continue: resumed when the actor starts.
+        self._resuming = state.open_turn if state else None
+        # The resumed turn's gates opened before the crash, until a call of
+        # the same tool and summary takes one over (or the turn ends).
+        self._orphans: dict[GateId, tuple[str, str, PendingGate]] = {}
         self._active: ActiveTurn | None = None
         self._generation = 0
         self.tasks: TurnTasks[TurnOutcome] = TurnTasks()
@@ -203,6 +221,7 @@ class LoopMachine:
 
     def abandon_gates(self) -> None:
         """Wake every parked call (the actor is going away)."""
+        self._orphans.clear()
         for gate in self._gates.close_all():
             gate.settle(None)
 
@@ -375,15 +394,99 @@ class LoopMachine:
             access_policy=self._access_policy,
             factory=self._factory,
         )
+        self._run(spec, opening.hook)
+
+    def _run(self, spec: TurnSpec, hook: Started) -> None:
         self._active = launch_turn(
             spec,
             generation=self._generation,
-            hook=opening.hook,
+            hook=hook,
             mailbox=self._mail,
             publish=self._writer.publish,
             tasks=self.tasks,
         )
         self.status = LoopStatus.RUNNING
+
+    def resume(self) -> bool:
+        """Run the turn a crash left open again; ``True`` iff one was resumed.
+
+        The restore committed its ``TurnResumed``; the turn goes on after its
+        last committed ``StepDone``, with the model and cap its ``TurnStarted``
+        recorded. Its Turn hook's guard ran when it started: a resumed turn is
+        observed from here on, not guarded again. Its gates opened before the
+        crash stay open and answerable: a call of the resumed turn that asks
+        the same tool with the same summary takes the oldest one over.
+        """
+        turn, self._resuming = self._resuming, None
+        if turn is None:
+            return False
+        at = turn.message_index
+        message = self._messages[at]
+        if not isinstance(message, UserMessage):  # from_state checked it
+            raise RestoreError("open_turn")
+        config = self.config
+        if turn.model or turn.max_tokens is not None:
+            config = replace(
+                config,
+                model=turn.model or config.model,
+                max_tokens=turn.max_tokens or config.max_tokens,
+            )
+        turn_id = TurnId(turn.turn_id)
+        call = HookCall(
+            operation=Operation.TURN,
+            started_at=self._factory.now(),
+            session_id=self.session_id,
+            loop_id=self.loop_id,
+            turn_id=turn_id,
+            turn_index=turn.turn_index,
+            input=message,
+        )
+        self._generation += 1
+        for gate in turn.gates:
+            pending = PendingGate(
+                gate_id=GateId(gate.gate_id),
+                generation=self._generation,
+                turn_id=turn_id,
+                step_id=StepId(gate.step_id),
+                tool_execution_id=ToolExecutionId(UUID(int=0)),
+                actions=PERMISSION_ACTIONS,
+                answer=asyncio.get_running_loop().create_future(),
+            )
+            self._gates.install(pending)
+            self._orphans[pending.gate_id] = (gate.tool_name, gate.summary, pending)
+        spec = TurnSpec(
+            session_id=self.session_id,
+            loop_id=self.loop_id,
+            turn_id=turn_id,
+            turn_index=turn.turn_index,
+            message=message,
+            history=tuple(self._messages[:at]),
+            resumed=tuple(self._messages[at + 1 :]),
+            first_step=turn.steps,
+            decided=tuple((d.tool_name, d.effect) for d in turn.decisions),
+            config=config,
+            model=self._model,
+            hooks=self._hooks,
+            access_policy=self._access_policy,
+            factory=self._factory,
+        )
+        self._run(spec, Started(call=call, blocked=None))
+        return True
+
+    def _adopt(self, request: OpenGateRequest) -> bool:
+        """Hand a resumed turn's gate from before the crash to ``request``.
+
+        The oldest one of the same tool and summary; its answer (given before
+        or after the take-over) becomes the call's. ``False``: none matches.
+        """
+        wanted = (request.request.tool_name, request.request.summary)
+        for gate_id, (tool_name, summary, gate) in self._orphans.items():
+            if (tool_name, summary) != wanted:
+                continue
+            del self._orphans[gate_id]
+            gate.answer.add_done_callback(functools.partial(_relay, request.answer))
+            return True
+        return False
 
     async def _start_failed(self, entry: QueuedInput) -> None:
         """Resolve an input whose turn could not start (contract §4.3 step 1)."""
@@ -445,6 +548,8 @@ class LoopMachine:
         active = self._current(request.generation)
         if active is None or request.answer.done():
             _settle(request.answer, None)
+            return
+        if self._orphans and self._adopt(request):
             return
         await open_gate(
             self._gates,
@@ -548,6 +653,9 @@ class LoopMachine:
     async def _end_turn(self, active: ActiveTurn, outcome: TurnOutcome) -> None:
         """Commit the turn's end: at best one commit, else piece by piece.
 
+        A resumed turn's gates from before the crash that no call took over
+        close with the turn's others (``abandoned``, after the terminal).
+
         The common end -- the final (or truncated) step's ``StepDone``, the
         terminal, the abandoned gates, the inputs it returns, and ``LoopIdle``
         or ``LoopStopped`` -- is one commit, in exactly the order the separate
@@ -556,6 +664,7 @@ class LoopMachine:
         failure keeps the outcome it has when the pieces commit alone.
         """
         active.close()
+        self._orphans.clear()
         step: _Step | None = None
         if active.held is not None:
             held = active.held
@@ -767,6 +876,13 @@ class LoopMachine:
         await self._writer.cancel_inputs(
             self._inbox.take_all(), CancelReason.TURN_FAILED, None
         )
+
+
+def _relay(
+    answer: asyncio.Future[str | None], done: asyncio.Future[str | None]
+) -> None:
+    """Pass a taken-over gate's answer on to the call that took it over."""
+    _settle(answer, None if done.cancelled() else done.result())
 
 
 def _settle(future: asyncio.Future[T], value: T) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "Clock",
     "EventSource",
     "IdSource",
+    "IdempotentTool",
     "Journal",
     "LiveHub",
     "NoAccessPolicy",
@@ -200,7 +201,16 @@ class RandomIds:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolContext:
-    """Where a tool call runs: its ids and coordinates."""
+    """Where a tool call runs: its ids and coordinates.
+
+    Attributes:
+        idempotency_key: names this call of the turn, the same in every
+            attempt of it (a resumed turn's step calls again what its crashed
+            attempt called): ``<turn id>:<step index>:<tool name>:<n>``, the
+            step's n-th call of the tool that reached access. Pass it to your
+            own API as its idempotency key, so a call run again after a crash
+            takes effect once.
+    """
 
     session_id: SessionId
     loop_id: LoopId
@@ -208,6 +218,7 @@ class ToolContext:
     step_id: StepId
     tool_execution_id: ToolExecutionId
     tool_use_id: str
+    idempotency_key: str = ""
 
 
 class ToolOutput(BaseModel):
@@ -253,6 +264,21 @@ class SequentialTool(Protocol):
 
     def sequential(self) -> bool:
         """Whether to run in the serial phase."""
+        ...
+
+
+@runtime_checkable
+class IdempotentTool(Protocol):
+    """Trait: a call may run again after a crash (with the same idempotency key).
+
+    A call approved before a crash whose result was never committed may have
+    run. A resumed turn runs it again only if its tool says so here; any
+    other tool's call is not run again and the model gets an ``outcome
+    unknown`` error result instead.
+    """
+
+    def idempotent(self) -> bool:
+        """Whether running a call twice (same key) has the effect of once."""
         ...
 
 

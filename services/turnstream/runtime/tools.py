@@ -5,7 +5,12 @@ Owns :func:`run_batch` and the model-visible failure texts. Order of work:
 1. per call, in call order: mint a ``ToolExecutionId``, start the ToolCall
    hook, then the pre-execution checks (hook denial, id failure, unknown tool,
    invalid JSON);
-2. access, sequentially in call order: no policy (``None`` or
+2. access, sequentially in call order (each call's idempotency key names it
+   by step, tool and its ordinal among the step's calls of that tool). A
+   resumed turn's first step reuses the decisions committed before the crash
+   instead: a denied call stays denied; an approved call may have run -- an
+   idempotent tool's runs again (same key), any other's is not run and the
+   model gets an ``outcome unknown`` error result. Otherwise: no policy (``None`` or
    :class:`NoAccessPolicy`) denies every call (``access_gate_missing``); else
    the policy decides first and its ``deny`` is final (``access_denied``, no
    gate, even for an approval tool); ``ask`` -- or ``approve`` of an approval
@@ -47,6 +52,7 @@ from turnstream.runtime.ports import (
     AccessRequest,
     ApprovalTool,
     AuditableTool,
+    IdempotentTool,
     NoAccessPolicy,
     SequentialTool,
     Tool,
@@ -54,7 +60,13 @@ from turnstream.runtime.ports import (
 )
 from turnstream.runtime.user_code import log_user_error
 
-__all__ = ["preview", "run_batch", "shape_result", "summarize"]
+__all__ = ["OUTCOME_UNKNOWN", "preview", "run_batch", "shape_result", "summarize"]
+
+OUTCOME_UNKNOWN = (
+    "error: outcome unknown [restart]: this call was approved before the agent "
+    "restarted and may have run; it was not run again"
+)
+"""The result a resumed step gives a non-idempotent call approved before a crash."""
 
 _log = logging.getLogger(__name__)
 _ZERO_ID = ToolExecutionId(UUID(int=0))
@@ -77,6 +89,7 @@ def _clip_bytes(text: str, limit: int) -> str:
 # The method each optional tool trait is known by.
 _TRAIT_METHODS: dict[type, str] = {
     SequentialTool: "sequential",
+    IdempotentTool: "idempotent",
     ApprovalTool: "requires_approval",
     AuditableTool: "audit_summary",
 }
@@ -117,6 +130,10 @@ def _sequential(tool: object) -> TypeGuard[SequentialTool]:
 
 def _approval(tool: object) -> TypeGuard[ApprovalTool]:
     return has_trait(tool, ApprovalTool)
+
+
+def _idempotent(tool: object) -> TypeGuard[IdempotentTool]:
+    return has_trait(tool, IdempotentTool)
 
 
 def summarize(tool: Tool | None, name: str, input_json: str) -> str:
@@ -164,6 +181,7 @@ class _Call:
     text: str | None = None
     is_error: bool = False
     outcome: Outcome = Outcome.COMPLETED
+    key: str = ""
 
     def fail(self, text: str, outcome: Outcome = Outcome.COMPLETED) -> None:
         self.text, self.is_error, self.outcome = text, True, outcome
@@ -186,8 +204,18 @@ async def run_batch(
     try:
         for index, call in enumerate(calls):
             states.append(await _prepare(spec, call, index, step_id, step_index))
+        earlier = _decided_before(spec, step_index)
+        ordinals: dict[str, int] = {}
         for state in states:
-            if state.runnable:
+            if not state.runnable:
+                continue
+            name = state.call.name
+            nth = ordinals[name] = ordinals.get(name, -1) + 1
+            state.key = f"{spec.turn_id}:{step_index}:{name}:{nth}"
+            before = earlier.get(name, ())
+            if nth < len(before):
+                _decided_earlier(state, before[nth])
+            else:
                 await _resolve_access(spec, link, state, step_id)
         for state in states:
             await link.publish(_started(spec, state, step_id))
@@ -213,6 +241,33 @@ async def run_batch(
         for state in states:
             state.hook.finish(Outcome.CANCELED)
     return tuple(_result_message(spec, s) for s in states)
+
+
+def _decided_before(spec: TurnSpec, step_index: int) -> dict[str, tuple[str, ...]]:
+    """A resumed step's decisions from before the crash: effects per tool."""
+    if step_index != spec.first_step or not spec.decided:
+        return {}
+    effects: dict[str, list[str]] = {}
+    for name, effect in spec.decided:
+        effects.setdefault(name, []).append(effect)
+    return {name: tuple(e) for name, e in effects.items()}
+
+
+def _decided_earlier(state: _Call, effect: str) -> None:
+    """Reuse a decision committed before a crash (nothing new is committed).
+
+    An approved call may have run: its tool runs it again only if it is
+    idempotent (with the same key); else the model is told the outcome is
+    unknown, once -- as this call's result.
+    """
+    if effect != APPROVE:
+        state.fail("error: permission denied: decided before a restart")
+    elif not (_idempotent(state.tool) and state.tool.idempotent()):
+        _log.warning(
+            "tool call outcome unknown after a restart; not run again",
+            extra={"tool": state.call.name},
+        )
+        state.fail(OUTCOME_UNKNOWN)
 
 
 def _is_sequential(tool: Tool | None) -> bool:
@@ -373,6 +428,7 @@ async def _execute(
         step_id=step_id,
         tool_execution_id=state.execution_id,
         tool_use_id=state.call.tool_use_id,
+        idempotency_key=state.key,
     )
     try:
         async with asyncio.timeout(spec.config.tool_timeout):

@@ -14,9 +14,15 @@ Imports the step, tool and handshake modules and value types.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
-from turnstream.content import AIMessage, Conversation, ToolResultMessage, Usage
+from turnstream.content import (
+    AIMessage,
+    Conversation,
+    ToolResultMessage,
+    Usage,
+)
 from turnstream.errors import (
     StructuredOutputError,
     ToolLimitError,
@@ -59,8 +65,8 @@ async def run_turn(spec: TurnSpec, link: TurnLink, draft: TurnDraft) -> TurnOutc
         asyncio.CancelledError: the turn was cancelled; ``draft`` holds the
             interrupted safe prefix, if any.
     """
-    progress = _Progress(staged=[spec.message])
-    step_index = 0
+    progress = _resumed_progress(spec)
+    step_index = spec.first_step
     try:
         while True:
             outcome = await _hooked_step(spec, link, draft, progress, step_index)
@@ -69,6 +75,27 @@ async def run_turn(spec: TurnSpec, link: TurnLink, draft: TurnDraft) -> TurnOutc
             step_index += 1
     except CommitError:
         return Interrupted()
+
+
+def _resumed_progress(spec: TurnSpec) -> _Progress:
+    """The counters of a turn, with what a resumed turn had committed.
+
+    A resumed turn's committed tool steps count towards its limits, and their
+    usage towards ``TurnDone.usage``, as if the turn had never stopped.
+    """
+    progress = _Progress(staged=[spec.message, *spec.resumed])
+    for message in spec.resumed:
+        if not isinstance(message, AIMessage):
+            continue
+        calls = len(message.tool_uses())
+        if calls:
+            progress.tool_steps += 1
+            progress.tool_calls += calls
+        if message.usage is not None:
+            # An overflow here is met again, and fails the turn, at the next add.
+            with contextlib.suppress(UsageOverflowError):
+                progress.usage = progress.usage.add(message.usage)
+    return progress
 
 
 async def _hooked_step(

@@ -38,6 +38,7 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
 from turnstream.runtime.subscription import Subscription
@@ -100,6 +101,8 @@ def describe(event: AnyEvent) -> Described:  # noqa: PLR0911, PLR0912 - one case
             return (name, event.turn_index, event.error.kind)
         case TurnInterrupted():
             return (name, event.turn_index)
+        case TurnResumed():
+            return (name, event.turn_index, event.steps, event.resumes)
         case ToolCallStarted():
             return (name, event.tool_use_id)
         case ToolCallCompleted():

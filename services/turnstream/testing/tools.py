@@ -28,6 +28,8 @@ class FunctionTool:
     """A tool whose behaviour is a (sync or async) function of its input.
 
     Attributes:
+        retry_safe: the ``IdempotentTool`` trait: a call may run again after
+            a crash.
         calls: every input it was run with, in order.
     """
 
@@ -37,6 +39,7 @@ class FunctionTool:
     approval: bool = False
     serial: bool = False
     summary: Callable[[str], str] | None = None
+    retry_safe: bool = False
     calls: list[str] = field(default_factory=list)
 
     @property
@@ -59,6 +62,10 @@ class FunctionTool:
     def requires_approval(self, input_json: str) -> bool:
         """Trait: open a gate before running."""
         return self.approval
+
+    def idempotent(self) -> bool:
+        """Trait: may run again after a crash (same idempotency key)."""
+        return self.retry_safe
 
     def audit_summary(self, input_json: str) -> str:
         """Trait: a summary (the tool name unless ``summary`` is given)."""

@@ -82,9 +82,10 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
-from turnstream.state import LoopState, OpenGate, OpenTurn
+from turnstream.state import CallDecision, LoopState, OpenGate, OpenTurn
 from turnstream.wire.errors import UnknownRecordTypeError
 
 __all__ = [
@@ -473,6 +474,13 @@ EVENT_READERS: dict[str, EventReader] = {
     "TurnInterrupted": lambda h, r: TurnInterrupted(
         header=h, turn_index=_int(r, "turn_index")
     ),
+    "TurnResumed": lambda h, r: TurnResumed(
+        header=h,
+        turn_index=_int(r, "turn_index"),
+        steps=_int(r, "steps"),
+        resumes=_int(r, "resumes"),
+        reason=_str(r, "reason"),
+    ),
     "ToolCallStarted": lambda h, r: ToolCallStarted(
         header=h,
         tool_execution_id=_uuid(r, "tool_execution_id"),
@@ -620,8 +628,24 @@ def loop_state_from(rec: Record) -> LoopState:
             turn_id=_uuid(open_turn, "turn_id"),
             turn_index=_int(open_turn, "turn_index"),
             gates=tuple(
-                OpenGate(gate_id=_uuid(gate, "gate_id"), step_id=_uuid(gate, "step_id"))
+                OpenGate(
+                    gate_id=_uuid(gate, "gate_id"),
+                    step_id=_uuid(gate, "step_id"),
+                    tool_name=_str(gate, "tool_name"),
+                    summary=_str(gate, "summary"),
+                )
                 for gate in (_record(g, "gates") for g in _list(open_turn, "gates"))
+            ),
+            message_index=_int(open_turn, "message_index"),
+            steps=_int(open_turn, "steps"),
+            resumes=_int(open_turn, "resumes"),
+            model=_str(open_turn, "model"),
+            max_tokens=_opt_int(open_turn, "max_tokens"),
+            decisions=tuple(
+                CallDecision(tool_name=_str(d, "tool_name"), effect=_effect(d))
+                for d in (
+                    _record(d, "decisions") for d in _list(open_turn, "decisions")
+                )
             ),
         ),
         journal_offset=_int(rec, "journal_offset"),

@@ -72,6 +72,7 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
 from turnstream.state import LoopState, OpenTurn
@@ -362,6 +363,13 @@ def payload_record(event: AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
             }
         case TurnInterrupted():
             return {"turn_index": event.turn_index}
+        case TurnResumed():
+            return {
+                "turn_index": event.turn_index,
+                "steps": event.steps,
+                "resumes": event.resumes,
+                "reason": event.reason,
+            }
         case ToolCallStarted():
             return {
                 "tool_execution_id": _uuid(event.tool_execution_id),
@@ -463,8 +471,21 @@ def _open_turn(turn: OpenTurn) -> Record:
         "turn_id": _uuid(turn.turn_id),
         "turn_index": turn.turn_index,
         "gates": [
-            {"gate_id": _uuid(g.gate_id), "step_id": _uuid(g.step_id)}
+            {
+                "gate_id": _uuid(g.gate_id),
+                "step_id": _uuid(g.step_id),
+                "tool_name": g.tool_name,
+                "summary": g.summary,
+            }
             for g in turn.gates
+        ],
+        "message_index": turn.message_index,
+        "steps": turn.steps,
+        "resumes": turn.resumes,
+        "model": turn.model,
+        "max_tokens": turn.max_tokens,
+        "decisions": [
+            {"tool_name": d.tool_name, "effect": d.effect} for d in turn.decisions
         ],
     }
 

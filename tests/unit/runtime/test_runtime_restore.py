@@ -91,7 +91,7 @@ def test_fold_primary_loop() -> None:
     assert state.model == "m1"
     assert state.turn_index == 2
     assert state.messages == (user("a"), ai("b"), user("c"))
-    assert state.open_turn == OpenTurn(turn_id=t2, turn_index=2)
+    assert state.open_turn == OpenTurn(turn_id=t2, turn_index=2, message_index=2)
     assert cmd in state.recent_command_ids
     assert (
         fold_loop(events[3:], fold_loop(events[:3])) == state

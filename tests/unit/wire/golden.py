@@ -66,9 +66,10 @@ from turnstream.events import (
     TurnFoldedInto,
     TurnInterrupted,
     TurnRejected,
+    TurnResumed,
     TurnStarted,
 )
-from turnstream.state import LoopState, OpenGate, OpenTurn
+from turnstream.state import CallDecision, LoopState, OpenGate, OpenTurn
 from turnstream.wire import Codec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -234,6 +235,13 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         ),
     ),
     "TurnInterrupted": lambda: TurnInterrupted(header=turn_header(), turn_index=3),
+    "TurnResumed": lambda: TurnResumed(
+        header=turn_header(),
+        turn_index=3,
+        steps=2,
+        resumes=1,
+        reason="owner_restored",
+    ),
     "PermissionDecided": lambda: PermissionDecided(
         header=step_header(cause=Cause(tool_execution_id=TOOL_EXEC)),
         tool_execution_id=TOOL_EXEC,
@@ -334,7 +342,20 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         open_turn=OpenTurn(
             turn_id=TURN,
             turn_index=3,
-            gates=(OpenGate(gate_id=uid(21), step_id=STEP),),
+            gates=(
+                OpenGate(
+                    gate_id=uid(21),
+                    step_id=STEP,
+                    tool_name="delete_file",
+                    summary="delete /tmp/x",
+                ),
+            ),
+            message_index=0,
+            steps=1,
+            resumes=1,
+            model="claude-sonnet",
+            max_tokens=512,
+            decisions=(CallDecision(tool_name="read_file", effect="approve"),),
         ),
         journal_offset=42,
         command_offset=7,

@@ -69,10 +69,12 @@ from turnstream.kafka.reader import read_state_index
 from turnstream.kafka.records import DeadLetterKind
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.actor import LoopActor, LoopStatus
+from turnstream.runtime.config import RestorePolicy
 from turnstream.runtime.errors import LoopClosedError, RestoreError
 from turnstream.runtime.ports import Clock, IdSource
 from turnstream.runtime.restore import restore_loop
 from turnstream.runtime.session import LoopSetup
+from turnstream.state import LoopState
 from turnstream.wire import Codec
 
 __all__ = ["PartitionRunner", "RunnerContext", "SetupFor", "Spawn"]
@@ -215,7 +217,10 @@ class PartitionRunner:
     # ------------------------------------------------------------ opening
 
     async def open(self) -> None:
-        """Take the partition over: fence, read snapshots, close open turns.
+        """Take the partition over: fence, read snapshots, settle open turns.
+
+        An open turn is closed (``TurnInterrupted``), or resumed by its loop's
+        actor, started here, when its agent continues turns.
 
         Raises:
             TransportError: Kafka could not be read or written in time.
@@ -251,13 +256,18 @@ class PartitionRunner:
         for loop_id in pending:
             setup = ctx.setup_for(LoopId(loop_id), "")
             try:
-                await restore_loop(
+                state = await restore_loop(
                     self._journal,
                     LoopId(loop_id),
                     clock=ctx.clock,
                     ids=ctx.ids,
                     commit_timeout=setup.config.commit_timeout,
+                    policy=self._restore_policy(LoopId(loop_id)),
                 )
+                if state.open_turn is not None:
+                    # Resumed (a continuing agent): its actor runs the turn now,
+                    # not when the loop's next command arrives.
+                    self._start_resumed(state)
             except RestoreError as exc:
                 # Retried when the loop's next input arrives; its open turn
                 # stays open until then (no one can write it meanwhile).
@@ -270,6 +280,33 @@ class PartitionRunner:
         self._sweeper_task = ctx.spawn(
             self._sweep(), f"passivate-{ctx.topics.commands}-{self.partition}"
         )
+
+    def _restore_policy(self, loop_id: LoopId) -> Callable[[str], RestorePolicy]:
+        """The restore policy of the agent a restored loop is bound to."""
+
+        def policy(agent: str) -> RestorePolicy:
+            return self._ctx.setup_for(loop_id, agent).config.restore
+
+        return policy
+
+    def _start_resumed(self, state: LoopState) -> None:
+        """Start the actor of a loop whose restore resumed its open turn."""
+        ctx = self._ctx
+        loop_id = LoopId(state.loop_id)
+        setup = ctx.setup_for(loop_id, state.agent_name)
+        actor = LoopActor.from_state(
+            state,
+            config=setup.config,
+            model=setup.model,
+            journal=self.journal,
+            hub=ctx.hub,
+            clock=ctx.clock,
+            ids=ctx.ids,
+            hooks=setup.hooks,
+            access_policy=setup.access_policy,
+        )
+        task = ctx.spawn(self._run_actor(actor), f"loop-{loop_id}")
+        self._live[loop_id] = _Live(actor, task)
 
     # ----------------------------------------------------------- dispatch
 
@@ -456,6 +493,7 @@ class PartitionRunner:
                     clock=ctx.clock,
                     ids=ctx.ids,
                     commit_timeout=setup.config.commit_timeout,
+                    policy=self._restore_policy(loop_id),
                 )
                 # The loop keeps the agent it is bound to; a loop that only
                 # ever refused input (never announced) is bound by this one.
