@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import re
+import sys
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -61,14 +63,41 @@ async def collect_garbage() -> AsyncIterator[None]:
     happens to find them later (CPython 3.11.7 cannot parse while a finalizer runs).
     """
     yield
-    gc.collect()
+    _collect_and_report()
 
 
 @pytest.fixture(autouse=True)
 def collect_garbage_late() -> Iterator[None]:
     """The same after the test's event loop closed (torn down after it)."""
     yield
-    gc.collect()
+    _collect_and_report()
+
+
+def _collect_and_report() -> None:
+    """Collect garbage; fail naming each object whose finalizer raised.
+
+    pytest would report them too, as "multiple unraisable exception warnings"
+    with the details far up in the output: this names them in the one line a
+    summary shows (e.g. an unclosed connection and the client it belonged to).
+    """
+    found: list[str] = []
+
+    def note(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        where = repr(unraisable.object)[:120]
+        found.append(f"{type(exc).__name__}: {str(exc)[:160]} (in {where})")
+
+    previous = sys.unraisablehook
+    sys.unraisablehook = note
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    if found:
+        pytest.fail(
+            f"{len(found)} finalizer(s) raised after the test: " + " | ".join(found),
+            pytrace=False,
+        )
 
 
 def unique_prefix(stem: str) -> str:
