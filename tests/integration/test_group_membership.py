@@ -94,6 +94,59 @@ async def test_kill_nine_churn_no_self_exit_and_invariants(
         await delete_topic_set(kafka_bootstrap, prefix)
 
 
+async def test_a_member_leaving_for_good_hands_its_partitions_over_at_once(
+    kafka_bootstrap: str,
+) -> None:
+    """A static member stopped with ``--leave-on-stop`` leaves the group.
+
+    The others own its partitions within moments of its exit, not after the
+    session timeout (8 s by default) a static member's partitions otherwise
+    wait for it (a restart in place), and the stop still interrupts no turn.
+    """
+    prefix = unique_prefix("leave")
+    topics = await apply_topic_set(kafka_bootstrap, prefix, partitions=PARTITIONS)
+    session = await connect(kafka_bootstrap, topics)
+    try:
+        async with _fleet(kafka_bootstrap, prefix, chunk_delay=0.1) as fleet:
+            staying = [await fleet.spawn(), await fleet.spawn()]
+            leaving = await fleet.spawn(env={"TURNSTREAM_LEAVE_ON_STOP": "true"})
+            for actor in (*staying, leaving):
+                await _ready(actor, fleet)
+            await _balanced(fleet, 3)
+            load = _Load(session, loops=12, text="add 1 2 3")
+            load.start()
+            await asyncio.sleep(3)  # turns running everywhere
+            stopping = time.monotonic()
+            assert await fleet.terminate(leaving) == 0, leaving.lines[-10:]
+            exited = time.monotonic()
+            await _balanced(fleet, 2)
+            # When each staying actor first owned its final share after the
+            # stop began (it may be before the exit: the leave comes first).
+            took_over = max(
+                min(
+                    at
+                    for at, owned in actor.history
+                    if at >= stopping and owned == frozenset(actor.partitions or ())
+                )
+                for actor in staying
+            )
+            await asyncio.sleep(2)
+            await load.stop()
+            fleet.note_exits()
+            assert fleet.self_exits == []
+        handover = took_over - exited
+        print(f"partitions owned again {handover:.2f} s after the exit")
+        # Well under the 8 s session timeout the group would otherwise wait.
+        assert handover < 4.0, handover
+        assert any("left the group" in line for line in leaving.lines), leaving.lines
+        entries = await read_all(kafka_bootstrap, topics, PARTITIONS)
+        check_journal(entries, load.submitted)
+        assert not any(isinstance(e.event, TurnInterrupted) for e in entries)
+    finally:
+        await session.close()
+        await delete_topic_set(kafka_bootstrap, prefix)
+
+
 # ------------------------------------------------------------------ helpers
 
 

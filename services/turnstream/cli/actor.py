@@ -284,6 +284,19 @@ def run(
             "without a rebalance), none (dynamic), or an explicit unique id.",
         ),
     ] = None,
+    leave_on_stop: Annotated[
+        bool,
+        typer.Option(
+            "--leave-on-stop",
+            envvar=ACTOR_ENV["leave_on_stop"],
+            help="This instance is going away for good (a scale-in, not a restart "
+            "in place): on SIGTERM it leaves the group once its partitions are "
+            "handed over, so the other actors take them at once instead of "
+            "after the session timeout.",
+            show_default=False,
+            rich_help_panel="Service tuning",
+        ),
+    ] = False,
     commit_deadline: Annotated[
         str | None,
         _tuning(
@@ -348,6 +361,7 @@ def run(
                 "rebalance_timeout_ms": rebalance_timeout_ms,
                 "drain_timeout": drain_timeout,
                 "instance_id": instance_id,
+                "leave_on_stop": "true" if leave_on_stop else None,
                 "commit_deadline": commit_deadline,
                 "gc_threshold": gc_threshold,
                 "max_resident_loops": max_resident_loops,

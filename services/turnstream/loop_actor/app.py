@@ -129,6 +129,7 @@ def build_service(
         ),
         txn_prefix=settings.txn_prefix,
         group_instance_id=group_instance_id,
+        leave_on_stop=settings.leave_on_stop,
         session_timeout_ms=settings.session_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
         rebalance_timeout_ms=settings.rebalance_timeout_ms,

@@ -56,6 +56,7 @@ ENV = {
     "rebalance_timeout_ms": "TURNSTREAM_REBALANCE_TIMEOUT_MS",
     "drain_timeout": "TURNSTREAM_DRAIN_TIMEOUT",
     "instance_id": "TURNSTREAM_INSTANCE_ID",
+    "leave_on_stop": "TURNSTREAM_LEAVE_ON_STOP",
     "request_timeout": "TURNSTREAM_KAFKA_TIMEOUT",
     "commit_deadline": "TURNSTREAM_COMMIT_DEADLINE",
     "gc_threshold": "TURNSTREAM_GC_THRESHOLD",
@@ -70,6 +71,15 @@ ENV = {
     "ssl_keyfile": "TURNSTREAM_KAFKA_SSL_KEYFILE",
 }
 """Setting name to environment variable (flags use the same names, dashed)."""
+
+_BOOLEANS = {
+    "true": True,
+    "1": True,
+    "yes": True,
+    "false": False,
+    "0": False,
+    "no": False,
+}
 
 PROVIDER_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 """Each provider's credential variable (for the hosted agents' models)."""
@@ -116,6 +126,10 @@ class ActorSettings:
             before they are interrupted and the partitions handed over.
         instance_id: ``auto`` (static membership, ``<host>-<slot>``), ``none``
             (dynamic membership) or an explicit static instance id.
+        leave_on_stop: this instance is going away for good (a scale-in, not
+            a restart in place): on a planned stop a static member leaves the
+            group once its partitions are handed over, so the other actors
+            take them at once instead of after the session timeout.
         request_timeout: seconds per Kafka call.
         commit_deadline: seconds a commit may retry before it fails.
         gc_threshold: the garbage collector's first-generation threshold for
@@ -147,6 +161,7 @@ class ActorSettings:
     rebalance_timeout_ms: int = 10_000
     drain_timeout: float = 30.0
     instance_id: str = "auto"
+    leave_on_stop: bool = False
     request_timeout: float = 15.0
     commit_deadline: float = 30.0
     gc_threshold: int = DEFAULT_GC_THRESHOLD
@@ -319,6 +334,11 @@ def parse_settings(
         )
         if (value := get(name)) is not None
     }
+    leave = get("leave_on_stop")
+    if leave is not None:
+        if leave.lower() not in _BOOLEANS:
+            raise ConfigError("leave_on_stop", f"{leave!r} is not true or false")
+        kwargs["leave_on_stop"] = _BOOLEANS[leave.lower()]
     kwargs.update(number("chunk_delay", float))
     kwargs.update(number("session_timeout_ms", int))
     kwargs.update(number("heartbeat_interval_ms", int))

@@ -40,12 +40,12 @@ fenced writer's partition is abandoned until the group reassigns it.
 
 Shutdown is ordered: drain (new inputs stay in the log for the next owner,
 running turns finish, up to ``drain_timeout``), hand every partition over (what
-still runs is interrupted), leave the group (a static member does not leave:
-its replacement takes its partitions back without a rebalance), stop the deltas
-producer. Part of ``turnstream.kafka``; the composition root
-(:mod:`turnstream.loop_actor`) builds it. It must not read the environment or
-install signal handlers (the composition root's job), and never imports the
-composition root.
+still runs is interrupted), leave the group (a static member leaves only with
+``leave_on_stop``: otherwise its replacement takes its partitions back without
+a rebalance), stop the deltas producer. Part of ``turnstream.kafka``; the
+composition root (:mod:`turnstream.loop_actor`) builds it. It must not read
+the environment or install signal handlers (the composition root's job), and
+never imports the composition root.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from aiokafka.errors import KafkaError
 from turnstream.errors import TransportError, TurnstreamError
 from turnstream.kafka.actor.assignment import assignors
 from turnstream.kafka.actor.deltas import DeltaPublisher
+from turnstream.kafka.actor.group_leave import leave_group
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.runner import PartitionRunner, RunnerContext, SetupFor
 from turnstream.kafka.actor.writer import WriterSettings, WriterState
@@ -97,7 +98,13 @@ class ServiceSettings:
         group_instance_id: a static member id (``None``: dynamic membership).
             A static member that restarts within the session timeout takes its
             partitions back with no rebalance; one that stops does not leave
-            the group, so its partitions wait for it up to the session timeout.
+            the group, so its partitions wait for it up to the session timeout
+            (unless ``leave_on_stop``).
+        leave_on_stop: a static member going away for good: once its
+            partitions are handed over on a planned stop, it leaves the group,
+            so the others take them at once instead of after the session
+            timeout. Off for a restart in place (its replacement, with the same
+            instance id, takes them back with no rebalance).
         session_timeout_ms: how long the group waits for a silent member
             before reassigning its partitions (the broker allows 6000 and up).
             With the restore, this bounds the takeover after a crash.
@@ -128,6 +135,7 @@ class ServiceSettings:
     topics: TopicNames = field(default_factory=TopicNames)
     txn_prefix: str = "turnstream"
     group_instance_id: str | None = None
+    leave_on_stop: bool = False
     session_timeout_ms: int = 8_000
     heartbeat_interval_ms: int = 1_000
     rebalance_timeout_ms: int = 10_000
@@ -372,6 +380,8 @@ class LoopActorService:
             await stop_client(
                 self._consumer, seconds=seconds or self.settings.stop_timeout
             )
+            if not offline:
+                await self._leave_for_good()
         # An assignment that raced the stop may have opened runners: stop them.
         await self._stop_runners(set(self._runners), offline=offline)
         await self._await_leaving()
@@ -380,6 +390,28 @@ class LoopActorService:
                 self._bridge, seconds=seconds or self.settings.stop_timeout
             )
             self._bridge = None
+
+    async def _leave_for_good(self) -> None:
+        """A static member going away: leave, so its partitions move now."""
+        instance = self.settings.group_instance_id
+        if instance is None or not self.settings.leave_on_stop:
+            return
+        try:
+            left = await leave_group(
+                self._clients,
+                group_id=self.settings.group_id,
+                instance_id=instance,
+                seconds=min(self.settings.stop_timeout, 5.0),
+            )
+        except TurnstreamError as exc:
+            # The partitions still move, after the session timeout.
+            _log.warning(
+                "could not leave the group; partitions move after the session timeout",
+                extra={"reason": str(exc)},
+            )
+            return
+        if left:
+            _log.info("left the group: partitions reassigned now")
 
     def _done(self) -> bool:
         """Whether the consumer loop ends (fatal error, or a finished drain).
