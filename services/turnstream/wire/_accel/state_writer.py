@@ -33,8 +33,9 @@ from uuid import UUID
 
 from turnstream.content import Conversation
 from turnstream.state import LoopState
-from turnstream.wire import _native_plan, to_record
-from turnstream.wire._compiled import Writer, compile_schema, write_long
+from turnstream.wire import to_record
+from turnstream.wire._accel import native_plan
+from turnstream.wire._accel.compiled import Writer, compile_schema, write_long
 
 __all__ = ["EncodedHistory", "StateWriter"]
 
@@ -124,9 +125,10 @@ class StateWriter:
     Args:
         fingerprint: the writer schema's fingerprint (the memo is per schema).
         parsed: the parsed ``LoopState`` schema (named types inlined).
+        native: encode history messages with the C plans where they are built.
     """
 
-    def __init__(self, fingerprint: bytes, parsed: Any) -> None:
+    def __init__(self, fingerprint: bytes, parsed: Any, *, native: bool = True) -> None:
         self.fingerprint = fingerprint
         # The fields in order, as runs of plainly compiled fields and the two
         # memoised arrays. One table of named types across all parts, compiled
@@ -135,7 +137,7 @@ class StateWriter:
         self._parts: list[tuple[str, Writer]] = []
         # Set with the messages part, the only one that encodes messages.
         self._message: Writer
-        self._native_message: _native_plan.Plan | None = None
+        self._native_message: native_plan.Plan | None = None
         run: list[Any] = []
         for field in parsed["fields"]:
             if field["name"] in _MEMOISED:
@@ -144,8 +146,10 @@ class StateWriter:
                 self._parts.append((field["name"], item))
                 if field["name"] == _MESSAGES:
                     self._message = item
-                    self._native_message = _native_plan.item_plan(
-                        parsed, field["type"]["items"]
+                    self._native_message = (
+                        native_plan.item_plan(parsed, field["type"]["items"])
+                        if native
+                        else None
                     )
             else:
                 run.append(field)
@@ -157,7 +161,7 @@ class StateWriter:
         plan = self._native_message
         if plan is not None:
             # The snapshot's size is checked whole, by the codec.
-            data = _native_plan.write(plan, message, sys.maxsize)
+            data = native_plan.write(plan, message, sys.maxsize)
             if data is not None:
                 return data
         buf = bytearray()
