@@ -8,7 +8,8 @@ dicts, no per-datum schema walk, small longs and lengths from a table, union
 branch indexes and enum symbols as precomputed bytes, UUID text cached by
 value.
 
-The output is byte-identical to ``to_record`` + :mod:`turnstream.wire._accel.compiled`
+The output is byte-identical to ``to_record`` + fastavro (and
+:mod:`turnstream.wire._accel.compiled`)
 (tests pin it against every golden fixture). Anything the writer does not
 expect -- a subclass where a union wants an exact class, an enum field
 holding a plain string, a naive datetime, an out-of-range integer,

@@ -19,7 +19,9 @@ The bytes are exactly those of the generic writer: an Avro record is its
 fields' encodings in order, and an array block is its count, its items'
 encodings and a zero. ``tests/unit/wire/test_state_writer.py`` pins that.
 
-Part of ``turnstream.wire``; imports the record mappings and the compiled
+With ``TURNSTREAM_CODEC=generic`` the codec writes every snapshot whole on
+its generic path and leaves the memo untouched. Part of
+``turnstream.wire._accel``; imports the record mappings and the compiled
 writer, nothing of the runtime.
 """
 
