@@ -104,3 +104,26 @@ def test_the_environment_switches_the_c_extension_off_before_it_loads() -> None:
     # The older switch of the C extension alone still works.
     older = {CODEC_ENV: "", native_plan.NATIVE_ENV: "0"}
     assert _in_a_process(older) == "generated False False"
+
+
+def test_without_native_no_topic_calls_the_c_extension(
+    schema_set: SchemaSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``native=False`` (and ``generated``) leaves the C out of snapshots too."""
+    expected = {
+        name: encode(Codec(schema_set, paths="auto"), build())
+        for name, build in BUILDERS.items()
+    }
+    monkeypatch.setattr(native_plan, "write", _accelerator_ran)
+    monkeypatch.setattr(native_plan, "read", _accelerator_ran)
+    for codec in (
+        Codec(schema_set, native=False),
+        Codec(schema_set, paths="generated"),
+    ):
+        for name, build in BUILDERS.items():
+            value = build()
+            data = encode(codec, value)
+            assert data == expected[name], name
+            assert decoder_for(codec, value)(data) == value, name
+            if isinstance(value, LoopState):
+                assert codec.marshal_state(value, EncodedHistory()) == data, name
