@@ -33,7 +33,7 @@ Contract:
   above. ``TURNSTREAM_CODEC=generic`` (:mod:`~turnstream.wire._accel.switch`)
   runs the generic path alone, for every topic.
 
-One module on purpose (~590 lines): the Codec facade over framing, schemas, the
+One module on purpose (~620 lines): the Codec facade over framing, schemas, the
 fast paths and the record mappings, plus its module-level shortcuts.
 """
 
