@@ -5,7 +5,7 @@ PYTHON ?= python3.11
 BIN    := $(VENV)/bin
 
 .PHONY: install native jars broker-up broker-down broker-status topics check fmt \
-        test test-unit test-kafka demo smoke bench bench-peers \
+        test test-unit test-kafka test-generic demo smoke bench bench-peers \
         cluster-up cluster-down cluster-status test-cluster test-secure
 
 $(BIN)/python:
@@ -51,6 +51,14 @@ test-unit:  ## the broker-free lane
 
 test-kafka:
 	$(BIN)/pytest tests -m kafka
+
+# The Kafka contract tests: event sequences, transactions per turn, restore, state offsets.
+GENERIC_KAFKA_TESTS := tests/integration/test_kafka_sequences.py \
+  tests/integration/test_kafka_transactions.py tests/integration/test_restore_kafka.py \
+  tests/integration/test_state_offsets.py
+
+test-generic:  ## the unit lane + the Kafka contract tests with every codec accelerator off (TURNSTREAM_CODEC=generic)
+	TURNSTREAM_CODEC=generic $(BIN)/pytest tests/unit $(GENERIC_KAFKA_TESTS)
 
 test-secure:  ## the secured lane (~2 min): its own SASL_SSL + SCRAM + ACL broker on 127.0.0.1:19492; not in `make test`
 	$(BIN)/pytest tests/secure -m secure

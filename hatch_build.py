@@ -1,4 +1,4 @@
-"""Build hook: compile the codec's native fast path, ``turnstream/wire/_native.c``.
+"""Build hook: compile the codec's native fast path, ``wire/_accel/_native.c``.
 
 Optional by design: where no C compiler is found (or ``TURNSTREAM_BUILD_NATIVE=0``)
 the build goes on as pure Python with a warning, and the codec runs its Python
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SOURCE = Path("services/turnstream/wire/_native.c")
+SOURCE = Path("services/turnstream/wire/_accel/_native.c")
 BUILD_ENV = "TURNSTREAM_BUILD_NATIVE"
 
 
@@ -107,7 +107,7 @@ else:
             build_data["infer_tag"] = True
             if version != "editable":
                 build_data["force_include"][str(built)] = (
-                    f"turnstream/wire/{built.name}"
+                    f"turnstream/wire/_accel/{built.name}"
                 )
 
 

@@ -11,7 +11,7 @@ work its values need. It takes the same input as fastavro (the dicts
 bytes: the script checks that for every golden fixture value in
 ``tests/unit/wire/golden.py`` and for the benchmark records before timing.
 
-The prototype was applied as ``turnstream.wire._compiled``; this script now
+The prototype was applied as ``turnstream.wire._accel.compiled``; this script now
 imports it from there. What it does not do that fastavro's ``strict=True`` does: reject
 *extra* record keys (``to_record`` builds exactly the schema's fields, and the
 golden tests pin that) and name a missing field in its error (here a
@@ -45,7 +45,7 @@ from turnstream.commands import CommandBase
 from turnstream.events import EventBase
 from turnstream.state import LoopState
 from turnstream.wire import Codec, SchemaSet, Topic, to_record
-from turnstream.wire._compiled import Writer, compile_schema
+from turnstream.wire._accel.compiled import Writer, compile_schema
 from turnstream.wire.framing import frame
 
 

@@ -7,7 +7,8 @@ imports only from its own layer's package or the layers below):
   ``commands``, ``state``, ``validation``: pydantic models and typed errors;
 - ``runtime/`` -- the loop actor, turns, steps, tools, hooks, gates, restore and
   the embedded ``LocalSession``; pure asyncio against ports; ``wire/`` -- the
-  Avro codec (the only fastavro importer); the two never import each other;
+  Avro codec (the only fastavro importer; its speed-only paths apart in
+  ``wire/_accel/``); the two never import each other;
 - adapters -- ``memory/`` (in-process journal and hub), ``kafka/`` (the only
   aiokafka importer, by role: ``kafka/client`` for applications,
   ``kafka/actor`` for the loop-actor service, ``kafka/admin`` for brokers and

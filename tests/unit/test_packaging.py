@@ -2,16 +2,20 @@
 
 The schema directory and the topic set are package data mapped from their one
 source in the tree, so the wheel's copy is byte-identical to the checkout's.
+Where a C compiler is, the wheel also carries the codec's extension, where
+the package imports it from.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
 
+import hatch_build
 import pytest
 from typer.testing import CliRunner
 
@@ -34,6 +38,17 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (built,) = out.glob("turnstream-*.whl")
     return built
+
+
+@pytest.mark.slow
+def test_wheel_carries_the_codec_extension_beside_its_plans(wheel: Path) -> None:
+    """The build hook puts ``_native`` where ``wire/_accel/native_plan`` loads it."""
+    if hatch_build.compiler() is None:
+        pytest.skip("no C compiler here: the wheel is pure Python")
+    suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
+    with zipfile.ZipFile(wheel) as archive:
+        built = [n for n in archive.namelist() if n.endswith(suffix)]
+    assert built == [f"turnstream/wire/_accel/_native{suffix}"]
 
 
 @pytest.mark.slow

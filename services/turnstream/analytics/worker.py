@@ -25,12 +25,13 @@ async def serve(settings: AnalyticsSettings, stop: asyncio.Event) -> None:
     """Run the analytics worker until ``stop`` is set, then stop it in order."""
     app = AnalyticsApp(settings)
     logger.info(
-        "analytics %s: %s -> %s, web %s",
+        "analytics %s: %s -> %s, web %s, codec %s",
         settings.app_id,
         settings.events_topic,
         settings.analytics_topic,
         f"http://{settings.web_host}:{settings.web_port}/turnstream/stats/"
         if settings.web_enabled
         else "off",
+        app.wire.path,
     )
     await app.run(stop)

@@ -54,6 +54,7 @@ class Built:
 
     service: LoopActorService
     host: AgentHost
+    codec: Codec
     models: tuple[ModelClient, ...] = ()
 
 
@@ -144,7 +145,7 @@ def build_service(
         setup_for=host.setup_for,
         metrics=metrics,
     )
-    return Built(service=service, host=host, models=tuple(built_models))
+    return Built(service=service, host=host, codec=codec, models=tuple(built_models))
 
 
 @contextlib.asynccontextmanager
@@ -189,10 +190,11 @@ async def run_service(
         if on_start is not None:
             on_start(built.service)
         _log.info(
-            "loop actor starting: group %s, agents %s, instance %s",
+            "loop actor starting: group %s, agents %s, instance %s, codec %s",
             settings.group_id,
             ", ".join(f"{a.name} ({a.model_name})" for a in built.host.agents),
             claim.instance_id or "dynamic",
+            built.codec.path,
         )
         # The tools' resources (MCP servers) start before the first loop and
         # close after the last one has stopped.

@@ -13,18 +13,14 @@ Contents:
 * :mod:`~turnstream.wire.codec` -- :class:`Codec` and the module-level
   ``marshal_*``/``unmarshal_*`` functions and :func:`kafka_headers`.
 * :mod:`~turnstream.wire.to_record` / :mod:`~turnstream.wire.from_record` --
-  the explicit model ↔ Avro-record mappings (the generic path).
-* :mod:`~turnstream.wire.fast_path` -- the event topics' fast path: writers
-  and a reader generated from the schema (``_event_writer``,
-  ``_event_reader``, ``_codegen``) that go model ↔ bytes directly; whatever
-  they decline, the generic path encodes or decodes (and reports).
-* ``_native_plan`` + ``_native.c`` -- the same mapping in C, in front of the
-  fast path where the extension is built (:func:`native_available`; the
-  package's build hook compiles it when a C compiler is present): plans made
-  from the schema and the models, walked by a small interpreter; it declines
-  to the Python paths whatever it does not fully expect.
-* :mod:`~turnstream.wire.state_writer` -- loop-state snapshots that encode
-  each history message once (:class:`EncodedHistory`, one memo per loop).
+  the explicit model ↔ Avro-record mappings (the generic path, with
+  fastavro: the authority).
+* :mod:`~turnstream.wire._accel` -- speed only: the generated Python
+  writers and reader, the C extension (``_native.c``) and its plans, the
+  compiled record writer and the loop-state writer that encodes each history
+  message once (:class:`EncodedHistory`). Same bytes and values as the generic
+  path; ``TURNSTREAM_CODEC=generic`` switches them off, :attr:`Codec.path`
+  names the path a codec runs (``native``, ``generated`` or ``generic``).
 * :mod:`~turnstream.wire.errors` -- the wire refinements of the error tree.
 * :mod:`~turnstream.wire.compat` -- the schema-compatibility check
   (``python -m turnstream.wire.compat``).
@@ -37,7 +33,9 @@ Contents:
 
 from __future__ import annotations
 
-from turnstream.wire._native_plan import native_available
+from turnstream.wire._accel.native_plan import native_available
+from turnstream.wire._accel.state_writer import EncodedHistory
+from turnstream.wire._accel.switch import CODEC_ENV, CodecPath
 from turnstream.wire.codec import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     Codec,
@@ -63,11 +61,12 @@ from turnstream.wire.errors import (
     UnknownRecordTypeError,
 )
 from turnstream.wire.schemas import SchemaSet, Topic, TopicSchema
-from turnstream.wire.state_writer import EncodedHistory
 
 __all__ = [
+    "CODEC_ENV",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "Codec",
+    "CodecPath",
     "EncodeError",
     "EncodedHistory",
     "FramingError",

@@ -22,14 +22,18 @@ Contract:
   raises a :class:`~turnstream.errors.DecodeError` (oversize input is refused
   before decoding; trailing bytes after the body are rejected). Decoding time
   is linear in the payload size (see ``schemas._check_bounded``).
-* Events go through the native plans first where the extension is built
-  (:mod:`~turnstream.wire._native_plan`; ``unmarshal_event``'s and
-  ``marshal_event``'s id checks are part of the plan), then
-  :class:`~turnstream.wire.fast_path.FastPath` (generated writers and reader);
-  all three give the same bytes and values, and what the first two decline
-  takes the generic path here, which alone raises the errors above.
+* Three paths, one result (:attr:`Codec.path` names the one a codec runs):
+  events go through the native plans first where the extension is built
+  (``native``: :mod:`~turnstream.wire._accel.native_plan`;
+  ``unmarshal_event``'s and ``marshal_event``'s id checks are part of the
+  plan), then :class:`~turnstream.wire._accel.fast_path.FastPath`
+  (``generated`` writers and reader); all three give the same bytes and
+  values, and what the first two decline takes the ``generic`` path here
+  (``to_record``/``from_record`` and fastavro), which alone raises the errors
+  above. ``TURNSTREAM_CODEC=generic`` (:mod:`~turnstream.wire._accel.switch`)
+  runs the generic path alone, for every topic.
 
-One module on purpose (~590 lines): the Codec facade over framing, schemas, the
+One module on purpose (~620 lines): the Codec facade over framing, schemas, the
 fast paths and the record mappings, plus its module-level shortcuts.
 """
 
@@ -39,7 +43,7 @@ import io
 from collections.abc import Callable
 from typing import Any, Final, TypeGuard, TypeVar
 
-from fastavro import schemaless_reader
+from fastavro import schemaless_reader, schemaless_writer
 from pydantic import ValidationError
 
 from turnstream.commands import AnyCommand, CommandBase
@@ -60,8 +64,12 @@ from turnstream.events import (
 )
 from turnstream.state import LoopState
 from turnstream.validation import validate_event
-from turnstream.wire import _native_plan, from_record, to_record
-from turnstream.wire._compiled import Writer, compile_schema
+from turnstream.wire import from_record, to_record
+from turnstream.wire._accel import native_plan
+from turnstream.wire._accel.compiled import Writer, compile_schema
+from turnstream.wire._accel.fast_path import FastPath
+from turnstream.wire._accel.state_writer import EncodedHistory, StateWriter
+from turnstream.wire._accel.switch import CodecChoice, CodecPath, codec_choice
 from turnstream.wire.errors import (
     EncodeError,
     InvalidRecordError,
@@ -70,10 +78,8 @@ from turnstream.wire.errors import (
     UnknownFingerprintError,
     UnknownRecordTypeError,
 )
-from turnstream.wire.fast_path import FastPath
 from turnstream.wire.framing import HEADER_SIZE, frame, read_fingerprint
 from turnstream.wire.schemas import SchemaSet, Topic, TopicSchema
-from turnstream.wire.state_writer import EncodedHistory, StateWriter
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
@@ -113,8 +119,9 @@ _T = TypeVar("_T")
 _UNBUILT: Final = object()
 """A native reader not looked up yet (None means there is none)."""
 
-# What a compiled writer raises for a value Avro cannot carry (the mapping
-# builds exactly the schema's fields): an int beyond a long, a lone surrogate.
+# What a writer (compiled, or fastavro's) raises for a value Avro cannot carry
+# (the mapping builds exactly the schema's fields): an int beyond a long, a
+# lone surrogate.
 _UNREPRESENTABLE = (ValueError, TypeError, OverflowError, UnicodeError, KeyError)
 
 
@@ -128,6 +135,12 @@ class Codec:
         native: use the native (C) fast path where it is built (see
             :func:`turnstream.wire.native_available`); False runs the Python
             paths only. Same bytes and values either way.
+        paths: the paths it may run (``auto``, ``generated``, ``generic``);
+            None reads ``TURNSTREAM_CODEC`` (see
+            :mod:`~turnstream.wire._accel.switch`).
+
+    Raises:
+        ConfigError: ``TURNSTREAM_CODEC`` holds an unknown value.
     """
 
     def __init__(
@@ -136,11 +149,25 @@ class Codec:
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         native: bool = True,
+        paths: CodecChoice | None = None,
     ) -> None:
         if max_payload_bytes < HEADER_SIZE:
             raise ValueError("max_payload_bytes must cover the frame header")
         self.schemas = schemas
         self.max_payload_bytes = max_payload_bytes
+        choice = codec_choice() if paths is None else paths
+        self.path: CodecPath = (
+            "generic"
+            if choice == "generic"
+            else "native"
+            if choice == "auto" and native and native_plan.native_available()
+            else "generated"
+        )
+        """The path this codec runs: ``native`` (C plans, then the generated
+        and generic paths behind them), ``generated`` (generated Python, then
+        generic) or ``generic`` (``to_record``/``from_record`` and fastavro
+        alone)."""
+        self._accelerated = self.path != "generic"
         # One compiled writer per writer schema, built on first use.
         self._writers: dict[bytes, Writer] = {}
         # The generated writers and readers of the two event topics, built on
@@ -148,11 +175,11 @@ class Codec:
         self._fast: dict[Topic, FastPath] = {}
         # In front of those, where the extension is built: the same mapping
         # in C (native), also built on first use.
-        self._native: dict[Topic, _native_plan.NativePath] = {}
-        self._use_native = native
+        self._native: dict[Topic, native_plan.NativePath] = {}
+        self._use_native = self.path == "native"
         # Their plans, looked up once (a call less per record).
-        self._event_plans: dict[type, _native_plan.Plan] | None = None
-        self._delta_plans: dict[type, _native_plan.Plan] | None = None
+        self._event_plans: dict[type, native_plan.Plan] | None = None
+        self._delta_plans: dict[type, native_plan.Plan] | None = None
         self._event_reader: Any = _UNBUILT
         self._delta_reader: Any = _UNBUILT
         # The incremental LoopState writers, per writer schema (state_writer).
@@ -177,7 +204,7 @@ class Codec:
             plans = self._event_plans = self._native_path(Topic.EVENTS).writers
         plan = plans.get(type(event))
         if plan is not None:
-            data = _native_plan.write(plan, event, self.max_payload_bytes)
+            data = native_plan.write(plan, event, self.max_payload_bytes)
             if data is not None:
                 return data
         if not _is_enduring(event):
@@ -199,7 +226,7 @@ class Codec:
             reader = self._event_reader = self._native_path(Topic.EVENTS).reader
         if reader is not None and len(data) <= self.max_payload_bytes:
             # The plan checks the frame's prefix, and the ids as validate_event does.
-            found: EnduringEvent | None = _native_plan.read(reader, data)
+            found: EnduringEvent | None = native_plan.read(reader, data)
             if found is not None:
                 return found
         fast = self._read_fast(Topic.EVENTS, data)
@@ -227,7 +254,7 @@ class Codec:
             plans = self._delta_plans = self._native_path(Topic.DELTAS).writers
         plan = plans.get(type(event))
         if plan is not None:
-            data = _native_plan.write(plan, event, self.max_payload_bytes)
+            data = native_plan.write(plan, event, self.max_payload_bytes)
             if data is not None:
                 return data
         if not _is_ephemeral(event):
@@ -246,7 +273,7 @@ class Codec:
         if reader is _UNBUILT:
             reader = self._delta_reader = self._native_path(Topic.DELTAS).reader
         if reader is not None and len(data) <= self.max_payload_bytes:
-            live: EphemeralEvent | None = _native_plan.read(reader, data)
+            live: EphemeralEvent | None = native_plan.read(reader, data)
             if live is not None:
                 return live
         fast = self._read_fast(Topic.DELTAS, data)
@@ -282,18 +309,20 @@ class Codec:
         Args:
             state: the snapshot.
             history: the loop's memo of encoded history messages (see
-                :mod:`turnstream.wire.state_writer`): the same bytes, with
+                :mod:`turnstream.wire._accel.state_writer`): the same bytes, with
                 only the messages new since the last snapshot encoded.
 
         Raises:
             EncodeError: a value the schema cannot carry.
         """
-        if history is None:
+        if history is None or not self._accelerated:
             return self._write(Topic.LOOPS, "loop state", state)
         schema = self.schemas.writer_schema(Topic.LOOPS)
         writer = self._state_writers.get(schema.fingerprint)
         if writer is None:
-            writer = StateWriter(schema.fingerprint, schema.parsed)
+            writer = StateWriter(
+                schema.fingerprint, schema.parsed, native=self._use_native
+            )
             self._state_writers[schema.fingerprint] = writer
         out = bytearray(frame(schema.fingerprint, b""))
         try:
@@ -345,11 +374,11 @@ class Codec:
             )
         return fast
 
-    def _native_path(self, topic: Topic) -> _native_plan.NativePath:
+    def _native_path(self, topic: Topic) -> native_plan.NativePath:
         path = self._native.get(topic)
         if path is None:
             schema = self.schemas.writer_schema(topic)
-            path = self._native[topic] = _native_plan.NativePath(
+            path = self._native[topic] = native_plan.NativePath(
                 schema.parsed,
                 frame(schema.fingerprint, b""),
                 _FAST_CLASSES[topic] if self._use_native else frozenset(),
@@ -358,6 +387,8 @@ class Codec:
         return path
 
     def _write_event(self, topic: Topic, what: str, event: AnyEvent) -> bytes:
+        if not self._accelerated:
+            return self._write(topic, what, event)
         data = self._fast_path(topic).write(event)
         if data is None:
             return self._write(topic, what, event)
@@ -369,13 +400,13 @@ class Codec:
         self, topic: Topic, what: str, value: AnyEvent | AnyCommand | LoopState
     ) -> bytes:
         schema = self.schemas.writer_schema(topic)
-        writer = self._writers.get(schema.fingerprint)
-        if writer is None:
-            writer = self._writers[schema.fingerprint] = compile_schema(schema.parsed)
         record = _to_record(topic, value)
         out = bytearray(frame(schema.fingerprint, b""))
         try:
-            writer(out, record)
+            if self._accelerated:
+                self._compiled_writer(schema)(out, record)
+            else:
+                out += _fastavro_body(schema, record)
         except _UNREPRESENTABLE as exc:
             # The mapping builds exactly the schema's fields, so what is left
             # are values Avro cannot carry (e.g. an int beyond a long, a lone
@@ -385,6 +416,12 @@ class Codec:
                 what, f"value not representable ({type(exc).__name__})"
             ) from None
         return self._within_limit(what, bytes(out))
+
+    def _compiled_writer(self, schema: TopicSchema) -> Writer:
+        writer = self._writers.get(schema.fingerprint)
+        if writer is None:
+            writer = self._writers[schema.fingerprint] = compile_schema(schema.parsed)
+        return writer
 
     def _within_limit(self, what: str, data: bytes) -> bytes:
         if len(data) > self.max_payload_bytes:
@@ -396,7 +433,7 @@ class Codec:
 
         Oversize input is left to the generic path, which refuses it.
         """
-        if len(data) > self.max_payload_bytes:
+        if not self._accelerated or len(data) > self.max_payload_bytes:
             return None
         return self._fast_path(topic).read(data)
 
@@ -418,6 +455,13 @@ class Codec:
             return build(record)
         except ValidationError as exc:
             raise DecodeError(what, _describe(exc)) from None
+
+
+def _fastavro_body(schema: TopicSchema, record: dict[str, object]) -> bytes:
+    """The generic path's writer: fastavro's, union branches in tuple notation."""
+    stream = io.BytesIO()
+    schemaless_writer(stream, schema.parsed, record)
+    return stream.getvalue()
 
 
 def _decode_body(

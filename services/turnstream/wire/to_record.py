@@ -506,7 +506,7 @@ def loop_state_scalars(state: LoopState) -> Record:
     """The ``LoopState`` record without its two long arrays.
 
     ``messages`` and ``recent_command_ids`` are left out: the snapshot writer
-    of :mod:`turnstream.wire.state_writer` writes them from its memo.
+    of :mod:`turnstream.wire._accel.state_writer` writes them from its memo.
     """
     return {
         "session_id": _uuid(state.session_id),

@@ -27,7 +27,8 @@ from tests.unit.wire.golden import (
 
 from turnstream.content import Conversation, TextBlock, UserMessage
 from turnstream.state import LoopState
-from turnstream.wire import Codec, EncodedHistory, EncodeError, Topic, state_writer
+from turnstream.wire import Codec, EncodedHistory, EncodeError, SchemaSet, Topic
+from turnstream.wire._accel import state_writer
 
 POOL: tuple[Conversation, ...] = (USER_MESSAGE, AI_WITH_TOOL, TOOL_RESULT, FINAL_ANSWER)
 
@@ -41,6 +42,12 @@ def state(messages: tuple[Conversation, ...], ids: tuple[UUID, ...] = ()) -> Loo
         recent_command_ids=ids,
         journal_offset=len(messages),
     )
+
+
+@pytest.fixture
+def codec(schema_set: SchemaSet) -> Codec:
+    """The accelerated codec whatever ``TURNSTREAM_CODEC`` says (its memo is tested)."""
+    return Codec(schema_set, paths="auto")
 
 
 @pytest.fixture

@@ -33,15 +33,16 @@ from turnstream.events import (
     TurnDone,
 )
 from turnstream.wire import Codec, EncodeError, SchemaSet, Topic
-from turnstream.wire._codegen import Miss, zigzag_bytes
-from turnstream.wire._compiled import compile_schema
-from turnstream.wire._event_reader import compile_event_reader, read_long
-from turnstream.wire._event_writer import compile_event_writers
+from turnstream.wire._accel.codegen import Miss, zigzag_bytes
+from turnstream.wire._accel.compiled import compile_schema
+from turnstream.wire._accel.event_reader import compile_event_reader, read_long
+from turnstream.wire._accel.event_writer import compile_event_writers
 from turnstream.wire.codec import _read_enduring, _read_ephemeral
 from turnstream.wire.framing import HEADER_SIZE, frame
 from turnstream.wire.schemas import default_schema_dir
 
-CODEC = Codec(SchemaSet.load(default_schema_dir()))
+CODEC = Codec(SchemaSet.load(default_schema_dir()), paths="auto")
+"""The accelerated codec whatever ``TURNSTREAM_CODEC`` says (its paths are tested)."""
 
 TOPICS: dict[Topic, tuple[str, frozenset[str], Callable[..., Any]]] = {
     Topic.EVENTS: (

@@ -1,4 +1,4 @@
-"""A schema-compiled Avro binary writer: the codec's encode engine.
+"""A schema-compiled Avro binary writer: the accelerated paths' encode engine.
 
 Owns :func:`compile_schema`, which turns a fastavro-parsed schema (named
 types inlined) into nested closures that write a datum -- the dicts
@@ -7,7 +7,8 @@ to a ``bytearray``. The bytes are exactly fastavro's ``schemaless_writer``
 output (the golden fixtures pin that); writing skips fastavro's per-datum
 schema walk and branch validation. Out-of-range integers raise
 ``OverflowError`` and unencodable text ``UnicodeEncodeError``; a missing
-field raises ``KeyError``. Pure Python; imports nothing of turnstream.
+field raises ``KeyError``. With ``TURNSTREAM_CODEC=generic`` the codec writes
+with fastavro instead. Pure Python; imports nothing of turnstream.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Owns :class:`NativePath` (a topic's plans), the plan builders
 (:func:`write_plans`, :func:`read_plan`, :func:`item_plan`), the extension's
 loading (:func:`native_available`, :func:`is_current`) and the calls into it
 (:data:`write`, :data:`read`). The same analysis as
-the generated Python fast path (:mod:`~turnstream.wire._event_writer`,
-:mod:`~turnstream.wire._event_reader`: which schema/model pairs are covered,
+the generated Python fast path (:mod:`~turnstream.wire._accel.event_writer`,
+:mod:`~turnstream.wire._accel.event_reader`: which schema/model pairs are covered,
 which model rules a decoded value must meet), expressed as nested tuples that
 ``_native.write``/``_native.read`` walk, so encode and decode run without the
 interpreter. The C side accepts less than the Python side, never more: any
@@ -15,8 +15,9 @@ authority for errors.
 
 The extension is built by the package's build hook (``hatch_build.py``, or
 ``make native``) where a C compiler exists; without it, or with
-``TURNSTREAM_NATIVE_CODEC=0``, :func:`native_available` is False and the codec
-uses the Python paths alone (same bytes, same values). Imports value types and
+``TURNSTREAM_CODEC`` other than ``auto`` (see
+:mod:`~turnstream.wire._accel.switch`), :func:`native_available` is False and
+the codec runs without it (same bytes, same values). Imports value types and
 the generators' analysis; never fastavro.
 """
 
@@ -26,7 +27,6 @@ import enum
 import hashlib
 import importlib
 import logging
-import os
 import struct
 from collections.abc import Callable
 from datetime import datetime
@@ -37,9 +37,10 @@ from uuid import UUID, SafeUUID
 
 from pydantic import BaseModel
 
+from turnstream.errors import ConfigError
 from turnstream.events import EventBase, Header
 from turnstream.validation import id_rules
-from turnstream.wire._codegen import (
+from turnstream.wire._accel.codegen import (
     Miss,
     Unsupported,
     envelope_parts,
@@ -47,7 +48,7 @@ from turnstream.wire._codegen import (
     short_name,
     zigzag_bytes,
 )
-from turnstream.wire._event_reader import (
+from turnstream.wire._accel.event_reader import (
     _accepts,
     _check_model,
     _leaves,
@@ -59,12 +60,10 @@ from turnstream.wire._event_reader import (
     field_bounds,
     uuid_at,
 )
+from turnstream.wire._accel.switch import NATIVE_ENV, codec_choice
 from turnstream.wire.schemas import named_types
 
 __all__ = ["NATIVE_ENV", "NativePath", "native_available", "read", "write"]
-
-NATIVE_ENV: Final = "TURNSTREAM_NATIVE_CODEC"
-"""Set to ``0`` to run the codec on its Python paths only."""
 
 
 _SOURCE: Final = Path(__file__).with_name("_native.c")
@@ -88,10 +87,13 @@ def is_current(module: ModuleType, source: Path = _SOURCE) -> bool:
 
 
 def _load() -> ModuleType | None:
-    if os.environ.get(NATIVE_ENV, "1") == "0":
-        return None
     try:
-        _native = importlib.import_module("turnstream.wire._native")
+        if codec_choice() != "auto":
+            return None
+    except ConfigError:
+        return None  # the codec raises it, where it is built
+    try:
+        _native = importlib.import_module("turnstream.wire._accel._native")
     except ImportError:
         return None
     if not is_current(_native):
@@ -526,8 +528,8 @@ def read_plan(
 class NativePath:
     """The native plans of one event topic (see the module doc).
 
-    Empty (no writers, no reader) where the extension is not available, so a
-    caller needs no second branch.
+    Empty (no writers, no reader) where the extension is not available or no
+    class is given, so a caller needs no second branch.
 
     Args:
         envelope: the topic's current (writer) schema, parsed.
@@ -552,7 +554,7 @@ class NativePath:
         self.reader: Plan | None = None
         """Decode plan of frames that start with ``prefix``, for :data:`read`
         (which checks the prefix)."""
-        if _NATIVE is None:
+        if _NATIVE is None or not classes:
             return
         self.writers = {
             cls: plan

@@ -1,8 +1,8 @@
 """The codec's fast path for one event topic: generated writers and reader.
 
 Owns :class:`FastPath`: for a topic's *current* schema, the frame prefix, one
-generated writer per event class (:mod:`~turnstream.wire._event_writer`) and
-one generated reader of its frames (:mod:`~turnstream.wire._event_reader`).
+generated writer per event class (:mod:`~turnstream.wire._accel.event_writer`) and
+one generated reader of its frames (:mod:`~turnstream.wire._accel.event_reader`).
 Both only ever answer for what they fully understand and return ``None``
 otherwise, so the :class:`~turnstream.wire.Codec` runs its generic path
 (``to_record``/``from_record`` and fastavro), which stays the authority for
@@ -13,8 +13,8 @@ never fastavro.
 from __future__ import annotations
 
 from turnstream.events import EventBase
-from turnstream.wire._event_reader import compile_event_reader
-from turnstream.wire._event_writer import compile_event_writers
+from turnstream.wire._accel.event_reader import compile_event_reader
+from turnstream.wire._accel.event_writer import compile_event_writers
 from turnstream.wire.framing import HEADER_SIZE, frame
 from turnstream.wire.schemas import TopicSchema
 

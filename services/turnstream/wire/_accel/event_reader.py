@@ -39,7 +39,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from turnstream.events import EventBase, Header
-from turnstream.wire._codegen import (
+from turnstream.wire._accel.codegen import (
     Miss,
     Source,
     Unsupported,

@@ -1,6 +1,6 @@
 /* The codec's native fast path: one interpreter of encode and decode plans.
  *
- * turnstream.wire._native_plan compiles an event schema together with the
+ * turnstream.wire._accel.native_plan compiles an event schema together with the
  * pydantic models into plans (nested tuples, one opcode first); this module
  * walks them: write(plan, event, limit) -> frame bytes, read(plan, data) ->
  * event.
@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Encode opcodes (turnstream.wire._native_plan mirrors them). */
+/* Encode opcodes (turnstream.wire._accel.native_plan mirrors them). */
 enum {
     W_CONST = 0, W_NULL, W_BOOL, W_LONG, W_INT, W_STRING, W_BYTES, W_UUID,
     W_TIMESTAMP, W_ENUM, W_ARRAY, W_OPTIONAL, W_UNION, W_RECORD, W_CHECK
@@ -57,7 +57,7 @@ static PyObject *EmptyTuple, *StrHeader;
 static Py_ssize_t UuidIntOffset, UuidSafeOffset; /* a UUID's slots */
 
 /* A plan's small non-negative ints (opcodes, flags, indexes), read without
- * a call: they are built by _native_plan and always fit one digit. */
+ * a call: they are built by native_plan and always fit one digit. */
 static inline Py_ssize_t
 small_int(PyObject *o)
 {
@@ -1081,7 +1081,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native",
-    "Native interpreter of the codec's fast-path plans (see _native_plan).", -1,
+    "Native interpreter of the codec's fast-path plans (see native_plan).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

@@ -8,7 +8,8 @@ dicts, no per-datum schema walk, small longs and lengths from a table, union
 branch indexes and enum symbols as precomputed bytes, UUID text cached by
 value.
 
-The output is byte-identical to ``to_record`` + :mod:`turnstream.wire._compiled`
+The output is byte-identical to ``to_record`` + fastavro (and
+:mod:`turnstream.wire._accel.compiled`)
 (tests pin it against every golden fixture). Anything the writer does not
 expect -- a subclass where a union wants an exact class, an enum field
 holding a plain string, a naive datetime, an out-of-range integer,
@@ -29,7 +30,7 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from turnstream.events import EventBase
-from turnstream.wire._codegen import (
+from turnstream.wire._accel.codegen import (
     PAIRS,
     SMALL,
     SMALL_LIMIT,
@@ -44,7 +45,7 @@ from turnstream.wire._codegen import (
     write_long,
     zigzag_bytes,
 )
-from turnstream.wire._compiled import _string
+from turnstream.wire._accel.compiled import _string
 
 __all__ = ["EventWriter", "compile_event_writers", "uuid_text"]
 

@@ -19,7 +19,9 @@ The bytes are exactly those of the generic writer: an Avro record is its
 fields' encodings in order, and an array block is its count, its items'
 encodings and a zero. ``tests/unit/wire/test_state_writer.py`` pins that.
 
-Part of ``turnstream.wire``; imports the record mappings and the compiled
+With ``TURNSTREAM_CODEC=generic`` the codec writes every snapshot whole on
+its generic path and leaves the memo untouched. Part of
+``turnstream.wire._accel``; imports the record mappings and the compiled
 writer, nothing of the runtime.
 """
 
@@ -33,8 +35,9 @@ from uuid import UUID
 
 from turnstream.content import Conversation
 from turnstream.state import LoopState
-from turnstream.wire import _native_plan, to_record
-from turnstream.wire._compiled import Writer, compile_schema, write_long
+from turnstream.wire import to_record
+from turnstream.wire._accel import native_plan
+from turnstream.wire._accel.compiled import Writer, compile_schema, write_long
 
 __all__ = ["EncodedHistory", "StateWriter"]
 
@@ -124,9 +127,10 @@ class StateWriter:
     Args:
         fingerprint: the writer schema's fingerprint (the memo is per schema).
         parsed: the parsed ``LoopState`` schema (named types inlined).
+        native: encode history messages with the C plans where they are built.
     """
 
-    def __init__(self, fingerprint: bytes, parsed: Any) -> None:
+    def __init__(self, fingerprint: bytes, parsed: Any, *, native: bool = True) -> None:
         self.fingerprint = fingerprint
         # The fields in order, as runs of plainly compiled fields and the two
         # memoised arrays. One table of named types across all parts, compiled
@@ -135,7 +139,7 @@ class StateWriter:
         self._parts: list[tuple[str, Writer]] = []
         # Set with the messages part, the only one that encodes messages.
         self._message: Writer
-        self._native_message: _native_plan.Plan | None = None
+        self._native_message: native_plan.Plan | None = None
         run: list[Any] = []
         for field in parsed["fields"]:
             if field["name"] in _MEMOISED:
@@ -144,8 +148,10 @@ class StateWriter:
                 self._parts.append((field["name"], item))
                 if field["name"] == _MESSAGES:
                     self._message = item
-                    self._native_message = _native_plan.item_plan(
-                        parsed, field["type"]["items"]
+                    self._native_message = (
+                        native_plan.item_plan(parsed, field["type"]["items"])
+                        if native
+                        else None
                     )
             else:
                 run.append(field)
@@ -157,7 +163,7 @@ class StateWriter:
         plan = self._native_message
         if plan is not None:
             # The snapshot's size is checked whole, by the codec.
-            data = _native_plan.write(plan, message, sys.maxsize)
+            data = native_plan.write(plan, message, sys.maxsize)
             if data is not None:
                 return data
         buf = bytearray()
