@@ -7,8 +7,10 @@ back. Every ``--kill-every`` seconds one actor is killed with SIGKILL and a
 replacement started at once (as a supervisor would). The takeover time of a
 kill is measured per partition the victim owned: from the kill to the next
 journal event committed on that partition (seen by the clients). Prints the
-distribution and writes ``bench/results/churn.json``; also checks the journal
-invariants and counts actor self-exits. Run with a broker up::
+distribution and writes ``bench/results/churn_static.json`` (or
+``churn_dynamic.json`` with ``--instance-id none``, so the two memberships sit
+side by side); also checks the journal invariants and counts actor
+self-exits. Run with a broker up::
 
     python bench/churn_bench.py --seconds 120 --kill-every 3
     python bench/churn_bench.py --seconds 120 -- --instance-id none   # dynamic
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -38,12 +41,19 @@ from tests.support.kafka_harness import (
     read_all,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results" / "churn.json"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def _membership(actor_args: list[str]) -> str:
+    """``dynamic`` when the actors run with ``--instance-id none``, else ``static``."""
+    pairs = set(itertools.pairwise(actor_args))
+    dynamic = ("--instance-id", "none") in pairs or "--instance-id=none" in actor_args
+    return "dynamic" if dynamic else "static"
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -65,6 +75,9 @@ async def main(args: argparse.Namespace) -> None:
         entries = await read_all(bootstrap, topics, args.partitions)
         check_journal(entries, report.submitted)
         await check_snapshots(bootstrap, topics, args.partitions, entries)
+        for name, code, lines in report.self_exits:
+            print(f"{name} exited by itself with code {code}; its last lines:")
+            print("\n".join(f"    {line}" for line in lines))
         for miss in report.interrupt_misses:
             print("interrupt miss (loop, turn, terminal, sent at):", *miss)
     except BaseException:
@@ -82,6 +95,7 @@ async def main(args: argparse.Namespace) -> None:
         "loops": args.loops,
         "partitions": args.partitions,
         "actor_args": args.actor_args,
+        "membership": _membership(args.actor_args),
         "kills": report.kills,
         "self_exits": len(report.self_exits),
         "submits": len(report.submitted),
@@ -111,8 +125,10 @@ async def main(args: argparse.Namespace) -> None:
         n = sum(1 for t in times if t > low)
         print(f"  > {low:g}        {n:4d}")
     if not args.no_write:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / f"churn_{summary['membership']}.json").write_text(
+            json.dumps(summary, indent=2) + "\n"
+        )
     if report.self_exits or report.interrupt_misses:
         sys.exit("actors exited by themselves or interrupts were missed")
 
