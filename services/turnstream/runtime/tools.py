@@ -430,10 +430,22 @@ async def _execute(
         tool_use_id=state.call.tool_use_id,
         idempotency_key=state.key,
     )
+    clock = asyncio.get_running_loop().time
+    started = clock()
     try:
         async with asyncio.timeout(spec.config.tool_timeout):
             output = await tool.run(state.call.input_json, ctx)
     except TimeoutError:
+        # One line per call an operator should see; never its input or output.
+        _log.warning(
+            "tool timed out",
+            extra={
+                "tool": state.call.name,
+                "loop_id": str(spec.loop_id),
+                "turn_id": str(spec.turn_id),
+                "timeout_s": spec.config.tool_timeout,
+            },
+        )
         state.fail("error: tool timed out")
     except Exception as exc:  # noqa: BLE001 - a tool failure is a result, not a turn failure
         log_user_error(_log, "tool raised", exc, tool=state.call.name)
@@ -445,6 +457,16 @@ async def _execute(
             state.fail("error: empty result")
         else:
             state.text, state.is_error = text, output.is_error
+        if state.is_error:
+            _log.info(
+                "tool returned an error result",
+                extra={
+                    "tool": state.call.name,
+                    "loop_id": str(spec.loop_id),
+                    "turn_id": str(spec.turn_id),
+                    "duration_ms": round((clock() - started) * 1000, 1),
+                },
+            )
     await _complete(spec, link, state, step_id)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 import pytest
@@ -251,6 +252,44 @@ async def test_run_batch_tool_timeout_becomes_result() -> None:
         assert results(rig.recorder.of_type(StepDone)[0]) == [
             ("a", True, "error: tool timed out")
         ]
+
+
+async def test_a_tool_timeout_and_an_error_result_are_each_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The operator sees which tool timed out or failed, never its input or output."""
+
+    async def slow(_i: str, _c: ToolContext) -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    tools = (
+        FunctionTool("slow", slow),
+        FunctionTool("err", lambda _i, _c: ToolOutput.error("secret detail")),
+    )
+    config = LoopConfig(model="m", tools=tools, tool_timeout=0.02)
+    caplog.set_level(logging.INFO, logger="turnstream.runtime.tools")
+    async with open_rig(
+        tool_step(
+            call("slow", id="a", input_json='{"q": "private"}'), call("err", id="b")
+        ),
+        text_step("x"),
+        config=config,
+    ) as rig:
+        await rig.submit("go")
+        await rig.idle()
+    lines = [
+        (r.levelname, r.getMessage(), getattr(r, "tool", None))
+        for r in caplog.records
+        if r.name == "turnstream.runtime.tools"
+    ]
+    assert sorted(lines) == [  # the calls run side by side: either may end first
+        ("INFO", "tool returned an error result", "err"),
+        ("WARNING", "tool timed out", "slow"),
+    ]
+    text = caplog.text
+    assert "private" not in text
+    assert "secret detail" not in text
 
 
 async def test_run_batch_permission_decision_audit_auto_approve_and_deny() -> None:
