@@ -210,3 +210,17 @@ async def test_the_actor_logs_one_line_per_committed_turn_end(
             "steps": 1,
         }
     ]
+
+
+async def test_tail_of_a_loop_with_no_events_says_so(
+    kafka_bootstrap: str, finished: Finished
+) -> None:
+    """A loop with nothing in its journal gets a line, not silence."""
+    quiet = uuid4()
+    code, out = await _cli(
+        kafka_bootstrap,
+        finished.prefix,
+        *("tail", "--loop", str(quiet), "--from-beginning", "--no-follow"),
+    )
+    assert code == 0, out
+    assert f"loop {quiet}: no events in the journal yet" in " ".join(out.split())

@@ -26,7 +26,7 @@ import typer
 
 from turnstream.cli._common import console, err_console
 from turnstream.cli.failures import exit_on_errors, fail
-from turnstream.cli.kafka_options import kafka_options
+from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.ordering import DEFAULT_SETTLE, LiveOrder
 from turnstream.cli.render import EventRenderer
 from turnstream.cli.settings import (
@@ -279,7 +279,7 @@ async def _chat(
         ).run(text, no_fold=no_fold, wait=wait, options=choice)
 
 
-@kafka_options()
+@kafka_options(topics=TopicAffixes.FLAGS)
 def chat(
     text: Annotated[str, typer.Argument(help="The input to send to the loop.")],
     *,

@@ -25,7 +25,7 @@ import typer
 
 from turnstream.cli._common import err_console
 from turnstream.cli.failures import exit_on_errors
-from turnstream.cli.kafka_options import kafka_options
+from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.settings import ExitCode, KafkaTarget, parse_loop_id
 from turnstream.cli.watch import connect_session
 from turnstream.errors import ConfigError, SessionError
@@ -91,7 +91,7 @@ async def _respond(
     return gate_id
 
 
-@kafka_options()
+@kafka_options(topics=TopicAffixes.FLAGS)
 def respond(
     gate: Annotated[
         str,

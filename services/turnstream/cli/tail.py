@@ -17,9 +17,9 @@ from typing import Annotated, Final
 
 import typer
 
-from turnstream.cli._common import console
+from turnstream.cli._common import console, err_console
 from turnstream.cli.failures import exit_on_errors
-from turnstream.cli.kafka_options import kafka_options
+from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.ordering import DEFAULT_SETTLE, LiveOrder
 from turnstream.cli.render import EventRenderer
 from turnstream.cli.settings import ExitCode, KafkaTarget, parse_loop_id
@@ -66,11 +66,21 @@ async def _tail(
         subscription = session.subscribe_events(loop_filter(loop_id))
         try:
             if from_beginning:
-                for event in await session.replay(loop_id):
+                replayed = await session.replay(loop_id)
+                for event in replayed:
                     if journal.first_time(event):
                         printer.show(event)
+                if not replayed:
+                    # Silence would look like a hang or a wrong id: say so.
+                    err_console.print(
+                        f"[dim]•[/] loop {loop_id}: no events in the journal yet"
+                    )
             if not follow:
                 return ExitCode.OK
+            err_console.print(
+                f"[dim]•[/] following loop {loop_id}: new events print as they "
+                "arrive (Ctrl-C to stop)"
+            )
             while True:
                 for live in await next_events(subscription, order):
                     if journal.first_time(live):
@@ -80,7 +90,7 @@ async def _tail(
             subscription.close()
 
 
-@kafka_options()
+@kafka_options(topics=TopicAffixes.FLAGS)
 def tail(
     *,
     target: KafkaTarget,
