@@ -1,0 +1,104 @@
+"""Tool side effects of continuing turns under kill -9 churn: the ledger counts.
+
+Three ``python -m turnstream.loop_actor`` processes host
+``tests.support.ledger_agents:ledger`` (``on_restore="continue"``) on an
+isolated topic set; ``--loops`` loops run turns back to back, each of 4 tool
+steps alternating an idempotent ``refund`` (applied once per idempotency key
+by a keyed store) and a non-idempotent ``notify``, each waiting
+``--tool-delay`` seconds so kills land mid-step. Every ``--kill-every``
+seconds one actor is killed with SIGKILL and a replacement started at once.
+The tools write a SQLite ledger outside the actors; afterwards the journal and
+the ledger are compared (see ``tests/support/ledger_churn.py`` for each
+count). Writes ``bench/results/resume_churn.json``; exits non-zero if a
+count that must be 0 is not. Run with a broker up::
+
+    python bench/resume_churn_bench.py --seconds 60 --loops 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.kafka_harness import apply_topic_set, delete_topic_set
+from tests.support.ledger_agents import LEDGER_STEPS
+from tests.support.ledger_churn import run_ledger_churn
+
+RESULTS = Path(__file__).resolve().parent / "results" / "resume_churn.json"
+
+
+async def main(args: argparse.Namespace) -> dict[str, object]:
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:19092")
+    prefix = f"bench-ledger-{uuid.uuid4().hex[:8]}."
+    topics = await apply_topic_set(bootstrap, prefix, partitions=args.partitions)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ledger-") as tmp:
+        try:
+            report = await run_ledger_churn(
+                bootstrap,
+                prefix,
+                topics,
+                ledger_path=Path(tmp) / "ledger.sqlite",
+                duration=args.seconds,
+                partitions=args.partitions,
+                kill_every=args.kill_every,
+                actors=args.actors,
+                loops=args.loops,
+                tool_delay=args.tool_delay,
+                max_resumes=args.max_resumes,
+                log_dir=args.logs,
+            )
+        except BaseException:
+            print(f"failed; topics kept under {prefix!r}, actor logs in {args.logs}")
+            raise
+    await delete_topic_set(bootstrap, prefix)
+    zero = report.zero_counts()
+    summary: dict[str, object] = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpu",
+        "seconds": args.seconds,
+        "wall_s": round(time.monotonic() - started, 1),
+        "kill_every": args.kill_every,
+        "actors": args.actors,
+        "loops": args.loops,
+        "partitions": args.partitions,
+        "tool_steps_per_turn": LEDGER_STEPS,
+        "tool_delay_s": args.tool_delay,
+        "max_resumes": args.max_resumes,
+        "must_be_zero": zero,
+        **{k: v for k, v in report.as_dict().items() if k not in zero},
+    }
+    print(json.dumps(summary, indent=2))
+    if not args.no_write:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--kill-every", type=float, default=3.0)
+    parser.add_argument("--actors", type=int, default=3)
+    parser.add_argument("--loops", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--tool-delay", type=float, default=0.2)
+    parser.add_argument("--max-resumes", type=int, default=3)
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--logs", type=Path, help="write each actor's log here")
+    result = asyncio.run(main(parser.parse_args()))
+    zero_counts = result["must_be_zero"]
+    assert isinstance(zero_counts, dict)
+    if any(zero_counts.values()):
+        sys.exit(f"counts that must be 0 are not: {zero_counts}")
