@@ -40,7 +40,7 @@ from turnstream.runtime import AccessRules, Agent, ToolContext
 from turnstream.runtime.model_client import ModelEvent, ModelRequest, StreamEnd
 from turnstream.testing import FunctionTool
 
-__all__ = ["LEDGER_STEPS", "Ledger", "ledger"]
+__all__ = ["LEDGER_STEPS", "Ledger", "ledger", "ledger_interrupting"]
 
 LEDGER_STEPS = 4
 ANSWER = "ledger steps done"
@@ -196,15 +196,21 @@ class Ledger:
         )
 
 
-ledger = Agent(
-    name="ledger",
-    model="ledger",
-    client=LedgerModel(),
-    tools=[
-        FunctionTool("refund", _refund, retry_safe=True),
-        FunctionTool("notify", _notify),
-    ],
-    access=AccessRules(allow=["refund", "notify"]),
-    on_restore="continue",
-    max_resumes=int(os.environ.get("LEDGER_MAX_RESUMES", "3")),
-)
+def _agent(on_restore: str) -> Agent:
+    return Agent(
+        name="ledger",
+        model="ledger",
+        client=LedgerModel(),
+        tools=[
+            FunctionTool("refund", _refund, retry_safe=True),
+            FunctionTool("notify", _notify),
+        ],
+        access=AccessRules(allow=["refund", "notify"]),
+        on_restore=on_restore,  # type: ignore[arg-type]
+        max_resumes=int(os.environ.get("LEDGER_MAX_RESUMES", "3")),
+    )
+
+
+ledger = _agent("continue")
+ledger_interrupting = _agent("interrupt")
+"""The same agent with the default restore rule (its crashed turns are lost)."""

@@ -213,6 +213,7 @@ async def run_ledger_churn(
     settle: float = 120.0,
     seed: int = 11,
     log_dir: Path | None = None,
+    agent: str = AGENT,
 ) -> LedgerReport:
     """Run the churn for ``duration`` seconds, let every turn finish, count."""
     rng = random.Random(seed)
@@ -227,7 +228,7 @@ async def run_ledger_churn(
     fleet = ActorFleet(bootstrap, prefix, log_dir=log_dir)
 
     async def spawn() -> ActorProcess:
-        return await fleet.spawn("--agent", AGENT, env=env)
+        return await fleet.spawn("--agent", agent, env=env)
 
     session = await connect(bootstrap, topics)
     stop = asyncio.Event()
