@@ -38,10 +38,21 @@ from tests.support.ledger_churn import run_ledger_churn
 RESULTS = Path(__file__).resolve().parent / "results" / "resume_churn.json"
 
 
-async def main(args: argparse.Namespace) -> dict[str, object]:
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:19092")
+async def bench(
+    bootstrap: str,
+    *,
+    seconds: float = 60,
+    loops: int = 100,
+    kill_every: float = 3.0,
+    actors: int = 3,
+    partitions: int = 6,
+    tool_delay: float = 0.2,
+    max_resumes: int = 3,
+    logs: Path | None = None,
+) -> dict[str, object]:
+    """One churn run on its own topic set; the counts and the run's parameters."""
     prefix = f"bench-ledger-{uuid.uuid4().hex[:8]}."
-    topics = await apply_topic_set(bootstrap, prefix, partitions=args.partitions)
+    topics = await apply_topic_set(bootstrap, prefix, partitions=partitions)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ledger-") as tmp:
         try:
@@ -50,35 +61,49 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
                 prefix,
                 topics,
                 ledger_path=Path(tmp) / "ledger.sqlite",
-                duration=args.seconds,
-                partitions=args.partitions,
-                kill_every=args.kill_every,
-                actors=args.actors,
-                loops=args.loops,
-                tool_delay=args.tool_delay,
-                max_resumes=args.max_resumes,
-                log_dir=args.logs,
+                duration=seconds,
+                partitions=partitions,
+                kill_every=kill_every,
+                actors=actors,
+                loops=loops,
+                tool_delay=tool_delay,
+                max_resumes=max_resumes,
+                log_dir=logs,
             )
         except BaseException:
-            print(f"failed; topics kept under {prefix!r}, actor logs in {args.logs}")
+            print(f"failed; topics kept under {prefix!r}, actor logs in {logs}")
             raise
     await delete_topic_set(bootstrap, prefix)
     zero = report.zero_counts()
-    summary: dict[str, object] = {
+    return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpu",
-        "seconds": args.seconds,
+        "seconds": seconds,
         "wall_s": round(time.monotonic() - started, 1),
-        "kill_every": args.kill_every,
-        "actors": args.actors,
-        "loops": args.loops,
-        "partitions": args.partitions,
+        "kill_every": kill_every,
+        "actors": actors,
+        "loops": loops,
+        "partitions": partitions,
         "tool_steps_per_turn": LEDGER_STEPS,
-        "tool_delay_s": args.tool_delay,
-        "max_resumes": args.max_resumes,
+        "tool_delay_s": tool_delay,
+        "max_resumes": max_resumes,
         "must_be_zero": zero,
         **{k: v for k, v in report.as_dict().items() if k not in zero},
     }
+
+
+async def main(args: argparse.Namespace) -> dict[str, object]:
+    summary = await bench(
+        os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:19092"),
+        seconds=args.seconds,
+        loops=args.loops,
+        kill_every=args.kill_every,
+        actors=args.actors,
+        partitions=args.partitions,
+        tool_delay=args.tool_delay,
+        max_resumes=args.max_resumes,
+        logs=args.logs,
+    )
     print(json.dumps(summary, indent=2))
     if not args.no_write:
         RESULTS.parent.mkdir(exist_ok=True)
