@@ -13,6 +13,7 @@ count). Writes ``bench/results/resume_churn.json``; exits non-zero if a
 count that must be 0 is not. Run with a broker up::
 
     python bench/resume_churn_bench.py --seconds 60 --loops 100
+    python bench/resume_churn_bench.py --no-write -- --instance-id none  # dynamic
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ async def bench(
     tool_delay: float = 0.2,
     max_resumes: int = 3,
     logs: Path | None = None,
+    actor_args: tuple[str, ...] = (),
 ) -> dict[str, object]:
     """One churn run on its own topic set; the counts and the run's parameters."""
     prefix = f"bench-ledger-{uuid.uuid4().hex[:8]}."
@@ -69,6 +71,7 @@ async def bench(
                 tool_delay=tool_delay,
                 max_resumes=max_resumes,
                 log_dir=logs,
+                extra=actor_args,
             )
         except BaseException:
             print(f"failed; topics kept under {prefix!r}, actor logs in {logs}")
@@ -87,6 +90,7 @@ async def bench(
         "tool_steps_per_turn": LEDGER_STEPS,
         "tool_delay_s": tool_delay,
         "max_resumes": max_resumes,
+        "actor_args": list(actor_args),
         "must_be_zero": zero,
         **{k: v for k, v in report.as_dict().items() if k not in zero},
     }
@@ -103,6 +107,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         tool_delay=args.tool_delay,
         max_resumes=args.max_resumes,
         logs=args.logs,
+        actor_args=tuple(args.actor_args),
     )
     print(json.dumps(summary, indent=2))
     if not args.no_write:
@@ -122,6 +127,7 @@ if __name__ == "__main__":
     parser.add_argument("--max-resumes", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--logs", type=Path, help="write each actor's log here")
+    parser.add_argument("actor_args", nargs="*", help="extra actor flags (after --)")
     result = asyncio.run(main(parser.parse_args()))
     zero_counts = result["must_be_zero"]
     assert isinstance(zero_counts, dict)

@@ -214,6 +214,7 @@ async def run_ledger_churn(
     seed: int = 11,
     log_dir: Path | None = None,
     agent: str = AGENT,
+    extra: tuple[str, ...] = (),
 ) -> LedgerReport:
     """Run the churn for ``duration`` seconds, let every turn finish, count."""
     rng = random.Random(seed)
@@ -225,7 +226,7 @@ async def run_ledger_churn(
         "LEDGER_MAX_RESUMES": str(max_resumes),
         "PYTHONPATH": str(PROJECT_DIR),
     }
-    fleet = ActorFleet(bootstrap, prefix, log_dir=log_dir)
+    fleet = ActorFleet(bootstrap, prefix, extra=extra, log_dir=log_dir)
 
     async def spawn() -> ActorProcess:
         return await fleet.spawn("--agent", agent, env=env)
