@@ -8,11 +8,13 @@ process and the broker, and the raw writes alone), restore time vs journal
 length (with and without the state snapshot), state at scale (bytes per turn as a
 conversation grows, a takeover's ready time and memory by idle loops, memory after
 many loops used once), scale-out (1 vs 2 loop-actor processes), the memory of
-idle loops and, when the peer frameworks are installed (``pip install -e
-'.[peers]'`` into ``.venv-peers``, see ``make bench-peers``), the peer
-comparison of ``bench/peers/``. Writes ``bench/results/latest.json`` (every
-number, plus the machine and its load at start and end) and
-``bench/results/latest.md`` (the tables), and prints the tables.
+idle loops, tool side effects of continuing turns under kill -9 churn (the
+ledger counts, 60 s of churn) and, when the peer frameworks are installed
+(``pip install -e '.[peers]'`` into ``.venv-peers``, see ``make
+bench-peers``), the peer comparison of ``bench/peers/``. Writes
+``bench/results/latest.json`` (every number, plus the machine and its load at
+start and end) and ``bench/results/latest.md`` (the tables), and prints the
+tables.
 
 Each benchmark creates its own uniquely prefixed topics and consumer groups,
 deletes them afterwards and stops every process it started; a benchmark that
@@ -48,6 +50,7 @@ import delta_path
 import latency_bench
 import memory_bench
 import restore_bench
+import resume_churn_bench
 import scale_bench
 import state_scale_bench
 import turns_bench
@@ -90,6 +93,7 @@ FULL: dict[str, Any] = {
     "scale": {"loops": 200, "turns": 5, "partitions": 4, "counts": [1, 2, 1, 2]},
     "memory": {"steps": [0, 1000, 5000], "partitions": 4, "settle": 2.0},
     "peers": {"conversations": 200, "turns": 5, "latency_conversations": 20},
+    "resume_churn": {"seconds": 60, "loops": 100},
 }
 QUICK: dict[str, Any] = {
     "codec": {"number": 300, "reps": 3, "warmup": 50},
@@ -114,6 +118,7 @@ QUICK: dict[str, Any] = {
     "scale": {"loops": 60, "turns": 3, "partitions": 4, "counts": [1, 2]},
     "memory": {"steps": [0, 200, 1000], "partitions": 4, "settle": 1.0},
     "peers": {"conversations": 20, "turns": 3, "latency_conversations": 5},
+    "resume_churn": {"seconds": 15, "loops": 10},
 }
 PEERS_PYTHON = Path(os.environ.get("PEERS_PYTHON", ROOT / ".venv-peers/bin/python"))
 PEERS_SCRIPT = Path(__file__).resolve().parent / "peers" / "peers_bench.py"
@@ -236,6 +241,12 @@ async def memory_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+async def resume_churn_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``bench/resume_churn_bench.py``: tool effects of continuing turns under
+    kill -9 every 3 s with 3 actors (the counts that must be 0)."""
+    return await resume_churn_bench.bench(bootstrap, **cfg)
+
+
 async def peers_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
     """``bench/peers/peers_bench.py``: in this process if the peers import, else
     in the ``.venv-peers`` interpreter (``PEERS_PYTHON``) as a child process;
@@ -311,6 +322,7 @@ SECTIONS: dict[str, Section] = {
     "state": state_section,
     "scale": scale_section,
     "memory": memory_section,
+    "resume_churn": resume_churn_section,
     "peers": peers_section,
 }
 
@@ -573,6 +585,23 @@ def _memory_md(sec: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _resume_churn_md(sec: dict[str, Any]) -> list[str]:
+    zero = sec["must_be_zero"]
+    lines = [
+        f"{sec['actors']} actors, kill -9 every {sec['kill_every']:g} s for "
+        f"{sec['seconds']:g} s ({sec['kills']} kills), {sec['loops']} loops, "
+        f"{sec['turns']} turns of {sec['tool_steps_per_turn']} tool steps; "
+        f"{sec['turns_resumed']} turns resumed, {sec['unknown_reported']} "
+        "outcome-unknown results, "
+        f"{sec['refunds_run_again_with_key']} refunds run again with their key.",
+        "",
+        "| must be 0 | count |",
+        "|---|--:|",
+    ]
+    lines += [f"| {name} | {count} |" for name, count in zero.items()]
+    return lines
+
+
 def _peers_md(sec: dict[str, Any]) -> list[str]:
     if "section_skipped" in sec:
         return [f"skipped: {sec['section_skipped']}"]
@@ -597,6 +626,10 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "state": ("State at scale: bytes per turn, takeover, resident loops", _state_md),
     "scale": ("Scale-out: 1 vs 2 loop-actor processes", _scale_md),
     "memory": ("Memory: one actor process holding N idle loops", _memory_md),
+    "resume_churn": (
+        "Tool side effects of continuing turns under kill -9 churn",
+        _resume_churn_md,
+    ),
     "peers": (
         "Peers: one agent workload on turnstream, LangGraph, OpenAI Agents SDK",
         _peers_md,

@@ -20,12 +20,13 @@ import contextlib
 import random
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID, uuid4
 
-from tests.support.actors import ActorFleet
+from tests.support.actors import ActorFleet, ActorProcess
 from tests.support.kafka_harness import connect
 
 from turnstream.commands import Interrupt
@@ -34,7 +35,61 @@ from turnstream.ids import CommandId, LoopId
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.topology import TopicNames
 
-__all__ = ["ChurnReport", "run_churn"]
+__all__ = ["ChurnReport", "Kill", "kill_on_schedule", "run_churn", "start_fleet"]
+
+Kill = tuple[float, frozenset[int]]
+"""One kill: its wall time and the partitions its victim owned."""
+
+
+async def start_fleet(
+    fleet: ActorFleet,
+    actors: int,
+    spawn: Callable[[], Awaitable[ActorProcess]] | None = None,
+    *,
+    timeout: float = 90,
+) -> None:
+    """Start ``actors`` actors; return once one of them owns a partition."""
+    for _ in range(actors):
+        await (spawn or fleet.spawn)()
+    deadline = time.monotonic() + timeout
+    while sum(len(a.partitions or ()) for a in fleet.alive) == 0:
+        if time.monotonic() > deadline:
+            raise AssertionError("no actor became ready")
+        await asyncio.sleep(0.2)
+
+
+async def kill_on_schedule(
+    fleet: ActorFleet,
+    *,
+    duration: float,
+    kill_every: float,
+    rng: random.Random,
+    spawn: Callable[[], Awaitable[ActorProcess]] | None = None,
+) -> list[Kill]:
+    """For ``duration`` seconds, SIGKILL a random live actor every ``kill_every``.
+
+    Each kill is followed at once by a replacement (``spawn``, default
+    ``fleet.spawn()``), as a supervisor would start one. Kills keep to a fixed
+    schedule: a slow kill or spawn on a loaded machine must not thin the churn
+    out. Returns the kills in order.
+    """
+    kills: list[Kill] = []
+    start = time.monotonic()
+    end = start + duration
+    next_kill = start
+    while time.monotonic() < end:
+        next_kill += kill_every
+        await asyncio.sleep(max(next_kill - time.monotonic(), 0))
+        fleet.note_exits()
+        candidates = fleet.alive
+        if not candidates:
+            break
+        victim = rng.choice(candidates)
+        kills.append((time.time(), frozenset(victim.partitions or ())))
+        await fleet.kill(victim)
+        await (spawn or fleet.spawn)()
+    fleet.note_exits()
+    return kills
 
 
 @dataclass
@@ -162,15 +217,9 @@ async def run_churn(
     )
     session = await connect(bootstrap, topics)
     stop = asyncio.Event()
-    kills: list[tuple[float, frozenset[int]]] = []
+    kills: list[Kill] = []
     try:
-        for _ in range(actors):
-            await fleet.spawn()
-        deadline = time.monotonic() + 90
-        while sum(len(a.partitions or ()) for a in fleet.alive) == 0:
-            if time.monotonic() > deadline:
-                raise AssertionError("no actor became ready")
-            await asyncio.sleep(0.2)
+        await start_fleet(fleet, actors)
         workers = [
             asyncio.create_task(
                 _worker(
@@ -186,24 +235,10 @@ async def run_churn(
             )
             for _ in range(loops)
         ]
-        # Kills keep to a fixed schedule: a slow kill or spawn on a loaded
-        # machine must not thin the churn out.
-        start = time.monotonic()
-        end = start + duration
-        next_kill = start
-        while time.monotonic() < end:
-            next_kill += kill_every
-            await asyncio.sleep(max(next_kill - time.monotonic(), 0))
-            fleet.note_exits()
-            candidates = fleet.alive
-            if not candidates:
-                break
-            victim = rng.choice(candidates)
-            kills.append((time.time(), frozenset(victim.partitions or ())))
-            await fleet.kill(victim)
-            report.kills += 1
-            await fleet.spawn()
-        fleet.note_exits()
+        kills = await kill_on_schedule(
+            fleet, duration=duration, kill_every=kill_every, rng=rng
+        )
+        report.kills = len(kills)
         stop.set()
         async with asyncio.timeout(settle + 30):
             await asyncio.gather(*workers)
