@@ -6,6 +6,10 @@ A table of contents:
   interrupt, gate answers, retract; live subscriptions merging the journal and
   the deltas topic; journal replay; ``submit_and_wait`` / ``submit_turn`` /
   ``follow``);
+- ``cursor`` and ``attach``: :class:`Cursor` (a position in one loop's
+  stream, an opaque URL-safe string), :class:`Streamed` (an event with the
+  cursor after it), :class:`DeltasExpired`, and :class:`Attachment`, what
+  ``KafkaSession.attach`` returns: replay from a cursor, then live;
 - ``journal_consumer``: :class:`JournalConsumer`, the downstream reader of
   every loop's events (a consumer group, ``read_committed``, at-least-once
   commits after the handler, rebalance-safe) and :class:`JournalRecord`;
@@ -23,6 +27,8 @@ here, so a client imports from one place. Never imports the actor or admin
 subpackages.
 """
 
+from turnstream.kafka.client.attach import Attachment
+from turnstream.kafka.client.cursor import AttachItem, Cursor, DeltasExpired, Streamed
 from turnstream.kafka.client.journal_consumer import JournalConsumer, JournalRecord
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.client.turns import Turn, TurnOutcome, TurnStatus
@@ -36,6 +42,10 @@ from turnstream.kafka.security import (
 from turnstream.kafka.topology import TopicNames
 
 __all__ = [
+    "AttachItem",
+    "Attachment",
+    "Cursor",
+    "DeltasExpired",
     "JournalConsumer",
     "JournalRecord",
     "KafkaConnection",
@@ -44,6 +54,7 @@ __all__ = [
     "SaslMechanism",
     "Secret",
     "SecurityProtocol",
+    "Streamed",
     "TopicNames",
     "Turn",
     "TurnOutcome",

@@ -58,6 +58,7 @@ from turnstream.errors import (
     DecodeError,
     SessionError,
     TransportError,
+    UnknownCommandError,
 )
 from turnstream.events import (
     Agency,
@@ -71,6 +72,13 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import CommandId, GateId, LoopId, SessionId, TurnId
+from turnstream.kafka.client.attach import (
+    DEFAULT_ATTACH_CAPACITY,
+    Attachment,
+    check_cursor,
+    start_cursor,
+)
+from turnstream.kafka.client.cursor import Cursor
 from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
@@ -437,6 +445,65 @@ class KafkaSession:
             entry.event for entry in await self.replay_entries(loop_id, from_=from_)
         ]
 
+    async def attach(
+        self,
+        loop_id: UUID,
+        *,
+        after: Cursor | str | None = None,
+        turn_start: bool = False,
+        capacity: int = DEFAULT_ATTACH_CAPACITY,
+    ) -> Attachment:
+        """Attach to a loop's stream: journal events and deltas, each with a cursor.
+
+        Iterate the returned :class:`~turnstream.kafka.client.attach.Attachment`
+        for :class:`~turnstream.kafka.client.cursor.Streamed` items (an event
+        and the cursor after it) and, when tokens after the cursor have
+        expired, one :class:`~turnstream.kafka.client.cursor.DeltasExpired`
+        notice; close it when done. It never ends by itself.
+
+        Args:
+            loop_id: the loop.
+            after: resume after this cursor (an item's ``cursor``, or its text
+                form): every later item once, none before it, across actor
+                takeovers and from any client process.
+            turn_start: without ``after``: start at the running turn's
+                ``TurnStarted`` (its tokens included), or live from now when no
+                turn runs. Without either: live from now.
+            capacity: items buffered before the attachment stops fetching.
+
+        Raises:
+            InvalidCursorError: ``after`` is malformed or of another loop's
+                partition.
+            TransportError: the topics could not be read in time.
+            SessionError: the session is closed.
+        """
+        if self._closed:
+            raise SessionError("session_closing")
+        partition = self.partition_of(loop_id)
+        min_turn: int | None = None
+        if after is not None:
+            start = Cursor.decode(after) if isinstance(after, str) else after
+            check_cursor(start, partition)
+        else:
+            start, min_turn = await start_cursor(
+                self._clients,
+                self._codec,
+                self._topics,
+                loop_id,
+                partition,
+                turn_start=turn_start,
+            )
+        attachment = Attachment(
+            clients=self._clients,
+            codec=self._codec,
+            topics=self._topics,
+            loop_id=loop_id,
+            start=start,
+            min_turn_index=min_turn,
+            capacity=capacity,
+        )
+        return await attachment.open()
+
     # ------------------------------------------------------------- commands
 
     @property
@@ -712,8 +779,19 @@ class KafkaSession:
         tokens: bool = False,
         resync: float = DEFAULT_RESYNC,
     ) -> Turn:
-        """A :class:`Turn` handle on an input sent earlier (the journal is read)."""
-        target = loop_id or self._submitted.get(command_id) or self._active
+        """A :class:`Turn` handle on an input sent earlier (the journal is read).
+
+        Without ``loop_id`` the loop is the one this session sent the command
+        to; a command id does not name its loop, so for one sent elsewhere
+        (another process, an earlier session) pass ``loop_id``.
+
+        Raises:
+            UnknownCommandError: no ``loop_id`` and this session did not send
+                ``command_id`` (at once: nothing would ever answer).
+        """
+        target = loop_id or self._submitted.get(command_id)
+        if target is None:
+            raise UnknownCommandError(command_id)
         turn = Turn(self, target, tokens=tokens, resync=resync)
         turn.bind(command_id, from_journal=True)
         return turn
