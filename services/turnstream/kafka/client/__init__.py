@@ -10,6 +10,9 @@ A table of contents:
   stream, an opaque URL-safe string), :class:`Streamed` (an event with the
   cursor after it), :class:`DeltasExpired`, and :class:`Attachment`, what
   ``KafkaSession.attach`` returns: replay from a cursor, then live;
+- ``hub``: :class:`StreamHub`, many loop streams (:class:`HubStream`) over
+  one consumer per topic, each with a bounded queue (:class:`StreamDropped`
+  when a slow one is dropped);
 - ``journal_consumer``: :class:`JournalConsumer`, the downstream reader of
   every loop's events (a consumer group, ``read_committed``, at-least-once
   commits after the handler, rebalance-safe) and :class:`JournalRecord`;
@@ -29,6 +32,8 @@ subpackages.
 
 from turnstream.kafka.client.attach import Attachment
 from turnstream.kafka.client.cursor import AttachItem, Cursor, DeltasExpired, Streamed
+from turnstream.kafka.client.hub import HubStream, StreamDropped, StreamHub
+from turnstream.kafka.client.inspection import read_loop_head_state
 from turnstream.kafka.client.journal_consumer import JournalConsumer, JournalRecord
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.client.turns import Turn, TurnOutcome, TurnStatus
@@ -46,6 +51,7 @@ __all__ = [
     "Attachment",
     "Cursor",
     "DeltasExpired",
+    "HubStream",
     "JournalConsumer",
     "JournalRecord",
     "KafkaConnection",
@@ -54,9 +60,12 @@ __all__ = [
     "SaslMechanism",
     "Secret",
     "SecurityProtocol",
+    "StreamDropped",
+    "StreamHub",
     "Streamed",
     "TopicNames",
     "Turn",
     "TurnOutcome",
     "TurnStatus",
+    "read_loop_head_state",
 ]

@@ -190,6 +190,7 @@ class KafkaSession:
         request_timeout: float = 15.0,
         capacity: int = DEFAULT_SUBSCRIBER_CAPACITY,
         max_command_bytes: int = MAX_COMMAND_BYTES,
+        live: bool = True,
     ) -> KafkaSession:
         """Connect: start the command producer and the live reader.
 
@@ -211,6 +212,10 @@ class KafkaSession:
                 commands topic's ``max.message.bytes`` (1 MiB as ``topics
                 apply`` makes it); a larger one raises
                 :class:`~turnstream.errors.CommandTooLargeError` unsent.
+            live: start the live reader (``False``: a sender only, e.g. the
+                gateway, whose streams come from a
+                :class:`~turnstream.kafka.client.hub.StreamHub`; subscriptions
+                then see nothing).
 
         Raises:
             ConfigError: bad settings, or the topics do not exist.
@@ -246,7 +251,7 @@ class KafkaSession:
             max_command_bytes=max_command_bytes,
         )
         try:
-            await session._start(counts)
+            await session._start(counts, live=live)
         except BaseException:
             await session.close()
             raise
@@ -275,7 +280,7 @@ class KafkaSession:
             await stop_client(old, seconds=seconds)
         _log.info("commands producer renewed after a sequence error")
 
-    async def _start(self, counts: dict[str, int]) -> None:
+    async def _start(self, counts: dict[str, int], *, live: bool = True) -> None:
         seconds = self._clients.connection.connect_timeout
         producer = self._clients.idempotent_producer("session")
         try:
@@ -307,6 +312,8 @@ class KafkaSession:
                 raise denied from exc
             raise
         self._producer = producer
+        if not live:
+            return
         for topic, committed, decode in (
             (self._topics.events, True, self._codec.unmarshal_event),
             (self._topics.deltas, False, self._codec.unmarshal_ephemeral),
@@ -420,6 +427,11 @@ class KafkaSession:
         return subscription
 
     # -------------------------------------------------------------- history
+
+    @property
+    def partitions(self) -> int:
+        """The partition count of the co-partitioned topics."""
+        return self._partitions
 
     def partition_of(self, loop_id: UUID) -> int:
         """The partition of ``loop_id`` on every co-partitioned topic."""
