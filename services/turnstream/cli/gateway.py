@@ -45,10 +45,13 @@ async def _serve(
     port: int,
     max_body: int,
     stream_queue: int,
+    keepalive: float,
 ) -> None:
     module = _gateway_module()
     settings = module.GatewaySettings(
-        tenants=module.Tenants.load(tokens), max_body_bytes=max_body
+        tenants=module.Tenants.load(tokens),
+        max_body_bytes=max_body,
+        keepalive=keepalive,
     )
     await check_broker(target.connection, security=target.security)
 
@@ -99,6 +102,15 @@ def gateway(
             help="Events one event stream may have waiting before it is dropped.",
         ),
     ] = 2000,
+    keepalive: Annotated[
+        float,
+        typer.Option(
+            "--keepalive",
+            envvar="TURNSTREAM_GATEWAY_KEEPALIVE",
+            min=0.1,
+            help="Seconds of silence before an event stream sends a comment.",
+        ),
+    ] = 15.0,
 ) -> None:
     """Serve the HTTP/SSE gateway: submit, answer gates, interrupt, stream events.
 
@@ -114,6 +126,7 @@ def gateway(
                 port=port,
                 max_body=max_body,
                 stream_queue=stream_queue,
+                keepalive=keepalive,
             )
         )
     raise typer.Exit(int(ExitCode.OK))

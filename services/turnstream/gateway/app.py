@@ -6,8 +6,10 @@ Owns :func:`create_app` and :class:`GatewaySettings`. Endpoints (all under
 ===========================================  =====================================
 ``POST /v1/loops``                           create a loop (``{"text"}`` optional:
                                              its first input) -> 201
+                                             ``{"loop_id", "cursor"}``
 ``GET /v1/loops/{loop}``                     the loop's state (its head record)
 ``POST /v1/loops/{loop}/input``              ``{"text", "no_fold"?}`` -> 202
+                                             ``{"command_id", "cursor"}``
 ``POST /v1/loops/{loop}/gates/{gate}``       ``{"action": "approve"|"deny"}`` -> 202
 ``POST /v1/loops/{loop}/interrupt``          ``{"turn_id"?}`` -> 202
 ``GET /v1/loops/{loop}/events``              Server-Sent Events (see below)
@@ -27,7 +29,9 @@ Events: each SSE event is ``id: CURSOR``, ``event: TYPE`` (``TurnStarted``,
 A reconnect with ``Last-Event-ID: CURSOR`` (what a browser's ``EventSource``
 sends by itself) or ``?after=CURSOR`` resumes right after that event;
 ``?from=turn`` starts at the running turn; otherwise the stream is live from
-now. A stream that falls behind (a slow client) gets ``event: close`` with
+now. The ``cursor`` a create or an input answers with is the stream's
+position just before that command: ``?after=`` it gets everything the command
+causes. A stream that falls behind (a slow client) gets ``event: close`` with
 ``{"reason": "slow_consumer", "cursor": ...}`` and is ended: reconnect from
 that cursor. Comments (``: keepalive``) are sent when nothing else is.
 
@@ -248,7 +252,10 @@ class _Api:
         kafka = self.backend()
         loop_id = kafka.new_loop()
         kafka.directory.claim(loop_id, tenant)
-        answer: dict[str, object] = {"loop_id": str(loop_id)}
+        answer: dict[str, object] = {
+            "loop_id": str(loop_id),
+            "cursor": kafka.hub.position(loop_id).encode(),
+        }
         if body.text is not None:
             command = await kafka.submit(
                 tenant, loop_id, body.text, no_fold=body.no_fold
@@ -280,10 +287,13 @@ class _Api:
     async def submit(self, request: Request, tenant: Tenant) -> Response:
         loop_id = await self.owned(request, tenant)
         body = await _body(request, _Input, self.settings.max_body_bytes)
+        cursor = self.backend().hub.position(loop_id).encode()
         command = await self.backend().submit(
             tenant, loop_id, body.text, no_fold=body.no_fold
         )
-        return JSONResponse({"command_id": str(command)}, status_code=202)
+        return JSONResponse(
+            {"command_id": str(command), "cursor": cursor}, status_code=202
+        )
 
     async def gate(self, request: Request, tenant: Tenant) -> Response:
         loop_id = await self.owned(request, tenant)

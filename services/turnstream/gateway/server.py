@@ -1,18 +1,20 @@
 """Run the gateway: a uvicorn server around :func:`~turnstream.gateway.app.create_app`.
 
 Owns :func:`serve` (what ``turnstream gateway`` calls) and :func:`start_server`
-(the same on a port the OS picks, for tests and the benchmark). uvicorn
-installs its own SIGINT/SIGTERM handlers while it serves (and puts the old
-ones back after): a signal stops accepting, ends the open streams within 5
-seconds, then stops the hub and the producer. Imports uvicorn (only this
-subpackage does).
+(the same on a port the OS picks, for tests and the benchmark, touching no
+signal handler). :func:`serve` handles SIGINT and SIGTERM while it serves: a
+signal stops accepting, ends the open streams within 5 seconds, stops the hub
+and the producer, and :func:`serve` returns (the process exits 0, where plain
+uvicorn would re-raise the signal). Imports uvicorn (only this subpackage
+does).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import uvicorn
 
@@ -22,6 +24,29 @@ from turnstream.gateway.backend import Backend
 __all__ = ["serve", "start_server"]
 
 _GRACEFUL = 5.0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, with the signal handling this process wants."""
+
+    def __init__(self, config: uvicorn.Config, *, signals: bool) -> None:
+        super().__init__(config)
+        self._signals = signals
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Stop on SIGINT/SIGTERM (if asked), and never re-raise the signal."""
+        if not self._signals:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
 
 
 def _config(
@@ -49,7 +74,7 @@ async def serve(
     port: int,
 ) -> None:
     """Serve until SIGINT/SIGTERM."""
-    await uvicorn.Server(_config(settings, connect, host, port)).serve()
+    await _Server(_config(settings, connect, host, port), signals=True).serve()
 
 
 @contextlib.asynccontextmanager
@@ -60,7 +85,7 @@ async def start_server(
     host: str = "127.0.0.1",
 ) -> AsyncIterator[str]:
     """Serve on a free port in the background; yield its base URL; stop after."""
-    server = uvicorn.Server(_config(settings, connect, host, 0))
+    server = _Server(_config(settings, connect, host, 0), signals=False)
     task = asyncio.create_task(server.serve())
     try:
         async with asyncio.timeout(60):

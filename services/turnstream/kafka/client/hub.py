@@ -211,6 +211,14 @@ class StreamHub:
         """The partition of ``loop_id`` on the co-partitioned topics."""
         return partition_for(loop_key(loop_id), self._partitions)
 
+    def position(self, loop_id: UUID) -> Cursor:
+        """Where the hub stands on ``loop_id``'s partition (a start cursor).
+
+        A stream ``after`` it gets every record the hub reads from now on.
+        """
+        partition = self.partition_of(loop_id)
+        return Cursor(partition, self._next["e"][partition], self._next["d"][partition])
+
     async def start(self) -> None:
         """Start both consumers at the topics' ends.
 
@@ -303,7 +311,7 @@ class StreamHub:
             )
         else:
             start = None
-        here = Cursor(partition, self._next["e"][partition], self._next["d"][partition])
+        here = self.position(loop_id)
         if start is None:
             start = here
         catch_up = None
