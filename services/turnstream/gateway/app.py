@@ -7,13 +7,15 @@ Owns :func:`create_app` and :class:`GatewaySettings`. Endpoints (all under
 ``POST /v1/loops``                           create a loop (``{"text"}`` optional:
                                              its first input) -> 201
                                              ``{"loop_id", "cursor"}``
-``GET /v1/loops/{loop}``                     the loop's state (its head record)
+``GET /v1/loops/{loop}``                     the loop's state: status, turns,
+                                             running turn, open gates
 ``POST /v1/loops/{loop}/input``              ``{"text", "no_fold"?}`` -> 202
                                              ``{"command_id", "cursor"}``
 ``POST /v1/loops/{loop}/gates/{gate}``       ``{"action": "approve"|"deny"}`` -> 202
 ``POST /v1/loops/{loop}/interrupt``          ``{"turn_id"?}`` -> 202
 ``GET /v1/loops/{loop}/events``              Server-Sent Events (see below)
 ``GET /healthz``                             liveness, open streams
+``GET /``                                    the chat page (``static/``, no token)
 ===========================================  =====================================
 
 Errors are JSON ``{"error": KIND, "detail": ...}`` with a stable ``KIND``:
@@ -46,6 +48,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, Literal, TypeVar
 from uuid import UUID
 
@@ -76,6 +79,20 @@ __all__ = ["GatewaySettings", "create_app"]
 _log = logging.getLogger(__name__)
 
 MAX_TEXT = 256 * 1024
+
+
+def _static() -> dict[str, tuple[bytes, str]]:
+    """The chat page's files, read once (they ship in the package)."""
+    folder = resources.files("turnstream.gateway") / "static"
+    media = {
+        "index.html": "text/html; charset=utf-8",
+        "app.js": "text/javascript; charset=utf-8",
+        "app.css": "text/css; charset=utf-8",
+    }
+    return {name: ((folder / name).read_bytes(), kind) for name, kind in media.items()}
+
+
+_STATIC = _static()
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,22 +282,17 @@ class _Api:
 
     async def read_loop(self, request: Request, tenant: Tenant) -> Response:
         loop_id = await self.owned(request, tenant)
-        head = await self.backend().head(loop_id)
-        if head is None:
-            return JSONResponse({"loop_id": str(loop_id), "status": "new"})
-        if head.stopped:
-            status = "stopped"
-        else:
-            status = "running" if head.open_turn is not None else "idle"
-        updated = None if head.updated_at is None else head.updated_at.isoformat()
+        view = await self.backend().view(loop_id)
         return JSONResponse(
             {
                 "loop_id": str(loop_id),
-                "status": status,
-                "turns": head.turn_index,
-                "agent": head.agent_name,
-                "model": head.model,
-                "updated_at": updated,
+                "status": view.status,
+                "turns": view.turns,
+                "running_turn": None
+                if view.running_turn is None
+                else str(view.running_turn),
+                "open_gates": [str(g) for g in view.open_gates],
+                "agent": view.agent,
             }
         )
 
@@ -330,6 +342,21 @@ class _Api:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    async def page(self, request: Request) -> Response:
+        name = request.path_params.get("name", "index.html")
+        found = _STATIC.get(name)
+        if found is None:
+            return _Refused(404, "not_found").response()
+        body, media = found
+        return Response(
+            body,
+            media_type=media,
+            headers={
+                "Content-Security-Policy": "default-src 'self'",
+                "Cache-Control": "no-cache",
+            },
+        )
+
     async def health(self, _request: Request) -> Response:
         streams = 0 if self._backend is None else self._backend.hub.streams
         return JSONResponse({"ok": self._backend is not None, "streams": streams})
@@ -353,6 +380,8 @@ def create_app(
             methods=["POST"],
         ),
         Route("/v1/loops/{loop}/events", api.handler(api.events), methods=["GET"]),
+        Route("/", api.page, methods=["GET"]),
+        Route("/{name:str}", api.page, methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=api.lifespan)
 

@@ -11,11 +11,22 @@ client and the value types; never the ASGI stack.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from uuid import UUID
 
 from turnstream.commands import Interrupt, RespondGate, SubmitInput
 from turnstream.content import TextBlock, UserMessage
-from turnstream.events import Agency
+from turnstream.events import (
+    Agency,
+    EnduringEvent,
+    GateOpened,
+    GateResolved,
+    LoopStopped,
+    TurnDone,
+    TurnFailed,
+    TurnInterrupted,
+    TurnStarted,
+)
 from turnstream.gateway.tenants import Tenant
 from turnstream.ids import CommandId, LoopId
 from turnstream.kafka.client import (
@@ -29,10 +40,61 @@ from turnstream.runtime.ports import Clock, IdSource, RandomIds, SystemClock
 from turnstream.state import LoopState
 from turnstream.wire import Codec, default_codec
 
-__all__ = ["Backend", "LoopDirectory"]
+__all__ = ["Backend", "LoopDirectory", "LoopView"]
 
 _REMEMBERED = 100_000
 """Loop owners kept in memory (least recently used go first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoopView:
+    """What ``GET /v1/loops/{loop}`` answers.
+
+    Attributes:
+        status: ``new`` (nothing committed yet), ``running``, ``idle`` or
+            ``stopped``.
+        turns: turns started so far.
+        running_turn: the open turn's id, if any.
+        open_gates: the gates that wait for an answer.
+        agent: the loop's agent (empty: the service's single agent).
+    """
+
+    status: str
+    turns: int
+    running_turn: UUID | None
+    open_gates: tuple[UUID, ...]
+    agent: str
+
+
+def _view(head: LoopState | None, tail: list[EnduringEvent]) -> LoopView:
+    """Fold the journal after the head's snapshot onto it."""
+    turns = 0 if head is None else head.turn_index
+    stopped = head is not None and head.stopped
+    running: UUID | None = None
+    gates: dict[UUID, None] = {}
+    if head is not None and head.open_turn is not None:
+        running = head.open_turn.turn_id
+        gates = {g.gate_id: None for g in head.open_turn.gates}
+    agent = "" if head is None else head.agent_name
+    for event in tail:
+        if isinstance(event, TurnStarted):
+            running, turns, stopped = event.header.turn_id, event.turn_index, False
+            agent = event.header.agent_name or agent
+        elif isinstance(event, TurnDone | TurnFailed | TurnInterrupted):
+            running, gates = None, {}
+        elif isinstance(event, GateOpened):
+            gates[event.gate_id] = None
+        elif isinstance(event, GateResolved):
+            gates.pop(event.gate_id, None)
+        elif isinstance(event, LoopStopped):
+            stopped = True
+    if head is None and not tail:
+        status = "new"
+    elif stopped:
+        status = "stopped"
+    else:
+        status = "running" if running is not None else "idle"
+    return LoopView(status, turns, running, tuple(gates), agent)
 
 
 class LoopDirectory:
@@ -135,6 +197,18 @@ class Backend:
     def new_loop(self) -> LoopId:
         """A fresh loop id."""
         return LoopId(self._ids.new_id())
+
+    async def view(self, loop_id: UUID) -> LoopView:
+        """The loop as committed now: its head snapshot and the journal after it.
+
+        The actor writes the head with some commits, not all: the journal from
+        the head's ``journal_offset`` (the whole partition for a loop without
+        one) brings it up to date.
+        """
+        head = await self.head(loop_id)
+        start = 0 if head is None else max(head.journal_offset, 0)
+        tail = await self.session.replay(loop_id, from_=start)
+        return _view(head, tail)
 
     async def head(self, loop_id: UUID) -> LoopState | None:
         """The loop's latest head state (``None``: none committed yet)."""

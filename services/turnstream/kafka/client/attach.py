@@ -212,7 +212,10 @@ class Attachment:
         try:
             for committed in (True, False):
                 consumer = self._clients.consumer(
-                    "attach", read_committed=committed, auto_offset_reset="earliest"
+                    "attach",
+                    read_committed=committed,
+                    auto_offset_reset="earliest",
+                    fetch_max_wait_ms=_FETCH_MS,  # see StreamHub.start
                 )
                 await start_client(
                     consumer,

@@ -237,7 +237,13 @@ class StreamHub:
             ("e", self._topics.events, True),
         ):
             consumer = self._clients.consumer(
-                "hub", read_committed=committed, auto_offset_reset="latest"
+                "hub",
+                read_committed=committed,
+                auto_offset_reset="latest",
+                # A commit marker moves the journal's last stable offset but
+                # adds no bytes: without this the broker holds the fetch for
+                # aiokafka's default 500 ms before committed events show.
+                fetch_max_wait_ms=_FETCH_MS,
             )
             await start_client(
                 consumer,
