@@ -35,7 +35,9 @@ now. The ``cursor`` a create or an input answers with is the stream's
 position just before that command: ``?after=`` it gets everything the command
 causes. A stream that falls behind (a slow client) gets ``event: close`` with
 ``{"reason": "slow_consumer", "cursor": ...}`` and is ended: reconnect from
-that cursor. Comments (``: keepalive``) are sent when nothing else is.
+that cursor; a stream the gateway ends for another reason (stopping, a Kafka
+read that failed) gets ``event: close`` too, with that reason. Comments
+(``: keepalive``) are sent when nothing else is.
 
 Imports starlette (only this subpackage does), the backend and value types.
 """
@@ -63,6 +65,7 @@ from turnstream.errors import (
     CommandTooLargeError,
     InvalidCursorError,
     TransportError,
+    TurnstreamError,
 )
 from turnstream.gateway.backend import Backend
 from turnstream.gateway.tenants import Tenant, Tenants
@@ -386,6 +389,12 @@ def create_app(
     return Starlette(routes=routes, lifespan=api.lifespan)
 
 
+def _close(reason: str, cursor: Cursor) -> str:
+    """The last SSE event of a stream the gateway ends: why, and where to resume."""
+    data = json.dumps({"reason": reason, "cursor": cursor.encode()})
+    return f"event: close\ndata: {data}\n\n"
+
+
 async def _frames(stream: HubStream, keepalive: float) -> AsyncIterator[str]:
     """The SSE body of one stream; closes the stream however it ends."""
     try:
@@ -398,12 +407,14 @@ async def _frames(stream: HubStream, keepalive: float) -> AsyncIterator[str]:
                 yield ": keepalive\n\n"
                 continue
             except StreamDropped as dropped:
-                data = json.dumps(
-                    {"reason": "slow_consumer", "cursor": dropped.cursor.encode()}
-                )
-                yield f"event: close\ndata: {data}\n\n"
+                yield _close("slow_consumer", dropped.cursor)
+                return
+            except TurnstreamError as exc:  # e.g. the catch-up read timed out
+                _log.warning("event stream ended", extra={"kind": exc.kind})
+                yield _close(exc.kind, stream.cursor)
                 return
             except StopAsyncIteration:
+                yield _close("gateway_stopping", stream.cursor)
                 return
             yield sse_frame(item)
     finally:
