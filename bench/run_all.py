@@ -8,9 +8,11 @@ process and the broker, and the raw writes alone), restore time vs journal
 length (with and without the state snapshot), state at scale (bytes per turn as a
 conversation grows, a takeover's ready time and memory by idle loops, memory after
 many loops used once), scale-out (1 vs 2 loop-actor processes), the memory of
-idle loops and, when the peer frameworks are installed (``pip install -e
-'.[peers]'`` into ``.venv-peers``, see ``make bench-peers``), the peer
-comparison of ``bench/peers/``. Writes ``bench/results/latest.json`` (every
+idle loops, the HTTP gateway (``bench/gateway_bench.py``: 1,000 SSE clients
+on one gateway process, beside an in-process ``attach`` client) and, when the
+peer frameworks are installed (``pip install -e '.[peers]'`` into
+``.venv-peers``, see ``make bench-peers``), the peer comparison of
+``bench/peers/``. Writes ``bench/results/latest.json`` (every
 number, plus the machine and its load at start and end) and
 ``bench/results/latest.md`` (the tables), and prints the tables.
 
@@ -45,6 +47,7 @@ import peers_bench
 
 import codec_bench
 import delta_path
+import gateway_bench
 import latency_bench
 import memory_bench
 import restore_bench
@@ -90,6 +93,7 @@ FULL: dict[str, Any] = {
     "scale": {"loops": 200, "turns": 5, "partitions": 4, "counts": [1, 2, 1, 2]},
     "memory": {"steps": [0, 1000, 5000], "partitions": 4, "settle": 2.0},
     "peers": {"conversations": 200, "turns": 5, "latency_conversations": 20},
+    "gateway": {"clients": 1000, "turns": 10, "chunks": 10, "delay": 0.05},
 }
 QUICK: dict[str, Any] = {
     "codec": {"number": 300, "reps": 3, "warmup": 50},
@@ -114,6 +118,7 @@ QUICK: dict[str, Any] = {
     "scale": {"loops": 60, "turns": 3, "partitions": 4, "counts": [1, 2]},
     "memory": {"steps": [0, 200, 1000], "partitions": 4, "settle": 1.0},
     "peers": {"conversations": 20, "turns": 3, "latency_conversations": 5},
+    "gateway": {"clients": 50, "turns": 2, "chunks": 5, "delay": 0.05},
 }
 PEERS_PYTHON = Path(os.environ.get("PEERS_PYTHON", ROOT / ".venv-peers/bin/python"))
 PEERS_SCRIPT = Path(__file__).resolve().parent / "peers" / "peers_bench.py"
@@ -290,6 +295,17 @@ async def peers_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+async def gateway_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``bench/gateway_bench.py``: many SSE clients on one gateway process."""
+    return await gateway_bench.bench(
+        bootstrap,
+        clients=cfg["clients"],
+        turns=cfg["turns"],
+        chunks=cfg["chunks"],
+        delay=cfg["delay"],
+    )
+
+
 def _take_child_result(out: Path) -> dict[str, Any] | None:
     """The child's JSON document (its files are removed), or ``None``."""
     out.with_suffix(".md.tmp").unlink(missing_ok=True)
@@ -311,6 +327,7 @@ SECTIONS: dict[str, Section] = {
     "state": state_section,
     "scale": scale_section,
     "memory": memory_section,
+    "gateway": gateway_section,
     "peers": peers_section,
 }
 
@@ -573,6 +590,23 @@ def _memory_md(sec: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _gateway_md(sec: dict[str, Any]) -> list[str]:
+    sse, attach = sec["chunk_to_sse_event_ms"], sec["chunk_to_attach_item_ms"]
+    return [
+        "| client | chunk -> event p50 ms | p99 ms | samples |",
+        "|---|--:|--:|--:|",
+        f"| {sec['clients']} SSE clients, one gateway process "
+        f"| {sse['p50']} | {sse['p99']} | {sse['n']} |",
+        f"| one in-process `KafkaSession.attach` | {attach['p50']} "
+        f"| {attach['p99']} | {attach['n']} |",
+        "",
+        f"Gateway CPU: {sec['gateway_cpu_ms_per_delta']} ms per delta "
+        f"({sec['gateway_cpu_us_per_event']} µs per event delivered), "
+        f"{sec['turns']} turns x {sec['chunks_per_turn']} chunks "
+        f"{sec['chunk_delay_ms']} ms apart.",
+    ]
+
+
 def _peers_md(sec: dict[str, Any]) -> list[str]:
     if "section_skipped" in sec:
         return [f"skipped: {sec['section_skipped']}"]
@@ -597,6 +631,7 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
     "state": ("State at scale: bytes per turn, takeover, resident loops", _state_md),
     "scale": ("Scale-out: 1 vs 2 loop-actor processes", _scale_md),
     "memory": ("Memory: one actor process holding N idle loops", _memory_md),
+    "gateway": ("Gateway: many SSE clients on one loop's stream", _gateway_md),
     "peers": (
         "Peers: one agent workload on turnstream, LangGraph, OpenAI Agents SDK",
         _peers_md,

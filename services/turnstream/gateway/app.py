@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -206,10 +207,33 @@ def _event_data(item: AttachItem) -> tuple[str, str]:
     return event.type_name, event.model_dump_json()
 
 
-def sse_frame(item: AttachItem) -> str:
+def sse_frame(item: AttachItem) -> bytes:
     """One SSE event: ``id`` (the cursor), ``event`` (the type), ``data`` (JSON)."""
     name, data = _event_data(item)
-    return f"id: {item.cursor.encode()}\nevent: {name}\ndata: {data}\n\n"
+    return f"id: {item.cursor.encode()}\nevent: {name}\ndata: {data}\n\n".encode()
+
+
+class FrameCache:
+    """Each event's SSE frame, encoded once for every stream that sends it.
+
+    Keyed by cursor: one cursor names one record (and one notice), whichever
+    stream reads it, so the streams of a loop share the JSON encoding, the
+    gateway's largest cost per event when many clients watch one loop.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._frames: OrderedDict[tuple[Cursor, bool], bytes] = OrderedDict()
+        self._size = size
+
+    def frame(self, item: AttachItem) -> bytes:
+        """``item``'s frame (encoded now, or taken from the cache)."""
+        key = (item.cursor, isinstance(item, DeltasExpired))
+        found = self._frames.get(key)
+        if found is None:
+            found = self._frames[key] = sse_frame(item)
+            if len(self._frames) > self._size:
+                self._frames.popitem(last=False)
+        return found
 
 
 class _Api:
@@ -221,6 +245,7 @@ class _Api:
         self.settings = settings
         self._connect = connect
         self._backend: Backend | None = None
+        self._frames = FrameCache()
 
     def backend(self) -> Backend:
         if self._backend is None:
@@ -340,7 +365,7 @@ class _Api:
         except InvalidCursorError as exc:
             raise _Refused(400, "invalid_cursor", exc.reason) from None
         return StreamingResponse(
-            _frames(stream, self.settings.keepalive),
+            _frames(stream, self.settings.keepalive, self._frames),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -389,22 +414,24 @@ def create_app(
     return Starlette(routes=routes, lifespan=api.lifespan)
 
 
-def _close(reason: str, cursor: Cursor) -> str:
+def _close(reason: str, cursor: Cursor) -> bytes:
     """The last SSE event of a stream the gateway ends: why, and where to resume."""
     data = json.dumps({"reason": reason, "cursor": cursor.encode()})
-    return f"event: close\ndata: {data}\n\n"
+    return f"event: close\ndata: {data}\n\n".encode()
 
 
-async def _frames(stream: HubStream, keepalive: float) -> AsyncIterator[str]:
+async def _frames(
+    stream: HubStream, keepalive: float, cache: FrameCache
+) -> AsyncIterator[bytes]:
     """The SSE body of one stream; closes the stream however it ends."""
     try:
-        yield "retry: 1000\n: connected\n\n"
+        yield b"retry: 1000\n: connected\n\n"
         while True:
             try:
                 async with asyncio.timeout(keepalive):
                     item = await anext(stream)
             except TimeoutError:
-                yield ": keepalive\n\n"
+                yield b": keepalive\n\n"
                 continue
             except StreamDropped as dropped:
                 yield _close("slow_consumer", dropped.cursor)
@@ -416,6 +443,6 @@ async def _frames(stream: HubStream, keepalive: float) -> AsyncIterator[str]:
             except StopAsyncIteration:
                 yield _close("gateway_stopping", stream.cursor)
                 return
-            yield sse_frame(item)
+            yield cache.frame(item)
     finally:
         await stream.close()

@@ -137,10 +137,14 @@ class HubStream:
                 raise StreamDropped(self._cursor, self._limit)
             if self._queue:
                 live = self._queue.popleft()
-                if self._fresh(live):
-                    self._advance(live.cursor)
-                    return live
-                continue
+                if not self._fresh(live):
+                    continue
+                self._advance(live.cursor)
+                if self._cursor != live.cursor:
+                    # A stream that started ahead of the hub on one topic (a
+                    # cursor from another process): its own position is later.
+                    return Streamed(live.event, self._cursor)
+                return live
             if self._closed:
                 raise StopAsyncIteration
             self._wake.clear()
