@@ -307,3 +307,31 @@ async def test_hub_drops_a_stream_that_is_not_read_and_not_the_others(
     finally:
         await backend.close()
         await hub.close()
+
+
+async def test_interrupt_over_http_ends_the_held_turn(lane: Lane) -> None:
+    """The turn waits on the model's first pause; POST interrupt ends it."""
+    first_pause, _ = lane.pauses
+    async with lane.gateway() as http:
+        created = await http.post(
+            "/v1/loops", headers=_auth(ALICE), json={"text": "hi"}
+        )
+        loop, start = created.json()["loop_id"], created.json()["cursor"]
+        await first_pause.wait_reached(within=WAIT)
+        running = await http.get(f"/v1/loops/{loop}", headers=_auth(ALICE))
+        assert running.json()["status"] == "running", running.text
+        turn = running.json()["running_turn"]
+        stopped = await http.post(
+            f"/v1/loops/{loop}/interrupt", headers=_auth(ALICE), json={"turn_id": turn}
+        )
+        assert stopped.status_code == 202, stopped.text
+        seen: list[dict[str, str]] = []
+        url = f"/v1/loops/{loop}/events?after={start}"
+        async with http.stream("GET", url, headers=_auth(ALICE)) as stream:
+            await _read(_events(stream), seen, until="TurnInterrupted")
+        names = [e["event"] for e in seen]
+        assert names.count("TurnStarted") == 1
+        assert "".join(_tokens(seen)) == "".join(ANSWER[:2])
+        ended = await http.get(f"/v1/loops/{loop}", headers=_auth(ALICE))
+        assert ended.json()["status"] == "idle"
+        assert ended.json()["running_turn"] is None

@@ -20,7 +20,11 @@ Owns :class:`KafkaSession`. It implements the runtime's
   events partition up to the last stable offset, filtered by key;
 * submit and wait: :meth:`KafkaSession.submit_and_wait` and
   :meth:`KafkaSession.submit_turn` follow one input to its outcome (see
-  :mod:`turnstream.kafka.client.turns`).
+  :mod:`turnstream.kafka.client.turns`); :meth:`KafkaSession.follow` follows
+  one sent earlier (by this session, or with its loop id);
+* resumable streams: :meth:`KafkaSession.attach` reads one loop's journal
+  and deltas from a cursor (see :mod:`turnstream.kafka.client.attach`), every
+  item with the cursor after it.
 
 The reader tasks belong to the session object: :meth:`KafkaSession.close`
 cancels and awaits them, then stops the clients. Every network call is bounded
