@@ -24,7 +24,10 @@ before the ``TurnStarted`` of its turn.
 
 Deltas after the cursor that have expired (the deltas topic's retention) are
 reported once with :class:`~turnstream.kafka.client.cursor.DeltasExpired` and
-the stream goes on from the oldest delta kept; the journal is complete.
+the stream goes on from the oldest delta kept; the journal is complete. This
+is checked when the attachment opens (an attachment that itself falls a
+retention period behind is not told). ``turn_start`` reads the loop's
+partition of the journal from its start to find the running turn.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from uuid import UUID
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from turnstream.errors import DecodeError, InvalidCursorError
+from turnstream.errors import DecodeError, InvalidCursorError, TransportError
 from turnstream.events import (
     AnyEvent,
     TurnDone,
@@ -380,14 +383,22 @@ class Attachment:
             self._e_next = max(self._e_next, position)
 
     async def _deltas_caught_up(self) -> None:
-        """Wait until the deltas are read up to their end as it is now."""
+        """Wait until the deltas are read up to their end as it is now.
+
+        Only the order across topics depends on it: if the end cannot be read
+        in time, the journal events go out without waiting.
+        """
         if "deltas" in self._finished:
             return
-        ends = await _bounded(
-            self._clients.connection.request_timeout,
-            "read the deltas end",
-            self._consumers[1].end_offsets([self._tp_d]),
-        )
+        try:
+            ends = await _bounded(
+                self._clients.connection.request_timeout,
+                "read the deltas end",
+                self._consumers[1].end_offsets([self._tp_d]),
+            )
+        except TransportError:
+            _log.warning("deltas end unknown; journal events not held back")
+            return
         end = int(ends[self._tp_d])
         if self._until is not None:
             end = min(end, self._until[1])
