@@ -20,11 +20,11 @@ Owns :func:`create_app` and :class:`GatewaySettings`. Endpoints (all under
 
 Errors are JSON ``{"error": KIND, "detail": ...}`` with a stable ``KIND``:
 401 ``unauthorized``, 403 ``forbidden`` (another tenant's loop), 404
-``unknown_loop`` (or ``unknown_gate``: a gate id that is not a UUID), 400 ``malformed_json`` / ``invalid_cursor``, 413
-``body_too_large`` / ``command_too_large``, 422 ``invalid_body`` (the fields'
-locations, never their values), 503 ``kafka_unavailable`` /
-``not_confirmed`` (with the command id to retry). A request refused with a
-4xx sends nothing to Kafka.
+``unknown_loop`` (or ``unknown_gate``: a gate id that is not a UUID), 400
+``malformed_json`` / ``invalid_cursor``, 413 ``body_too_large`` /
+``command_too_large``, 422 ``invalid_body`` (the fields' locations, never
+their values), 503 ``kafka_unavailable`` / ``not_confirmed`` (with the
+command id to retry). A request refused with a 4xx sends nothing to Kafka.
 
 Events: each SSE event is ``id: CURSOR``, ``event: TYPE`` (``TurnStarted``,
 ``TokenDelta`` ... or ``DeltasExpired``), ``data: JSON`` (the event as JSON).
