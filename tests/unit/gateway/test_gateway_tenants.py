@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 from pathlib import Path
 
@@ -64,3 +65,19 @@ def test_gateway_command_exits_2_on_a_missing_token_file(tmp_path: Path) -> None
     )
     assert result.exit_code == 2, result.output
     assert "cannot read" in result.output
+
+
+def test_gateway_command_exits_3_when_kafka_is_unreachable(tmp_path: Path) -> None:
+    """The token file is fine, nothing listens: the unreachable-broker exit 3."""
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("alice alice-token-0123456789\n", encoding="utf-8")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    bootstrap = f"127.0.0.1:{port}"
+    result = CliRunner().invoke(
+        app, ["gateway", "--tokens", str(tokens), "-b", bootstrap, "--timeout", "5"]
+    )
+    assert result.exit_code == 3, result.output
+    assert f"cannot reach Kafka at {bootstrap}" in result.output
+    assert "alice-token" not in result.output
