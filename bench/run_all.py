@@ -9,12 +9,13 @@ length (with and without the state snapshot), state at scale (bytes per turn as 
 conversation grows, a takeover's ready time and memory by idle loops, memory after
 many loops used once), scale-out (1 vs 2 loop-actor processes), the memory of
 idle loops, tool side effects of continuing turns under kill -9 churn (the
-ledger counts, 60 s of churn) and, when the peer frameworks are installed
-(``pip install -e '.[peers]'`` into ``.venv-peers``, see ``make
-bench-peers``), the peer comparison of ``bench/peers/``. Writes
-``bench/results/latest.json`` (every number, plus the machine and its load at
-start and end) and ``bench/results/latest.md`` (the tables), and prints the
-tables.
+ledger counts, 60 s of churn), the HTTP gateway (``bench/gateway_bench.py``:
+1,000 SSE clients on one gateway process, beside an in-process ``attach``
+client) and, when the peer frameworks are installed (``pip install -e
+'.[peers]'`` into ``.venv-peers``, see ``make bench-peers``), the peer
+comparison of ``bench/peers/``. Writes ``bench/results/latest.json`` (every
+number, plus the machine and its load at start and end) and
+``bench/results/latest.md`` (the tables), and prints the tables.
 
 Each benchmark creates its own uniquely prefixed topics and consumer groups,
 deletes them afterwards and stops every process it started; a benchmark that
@@ -47,6 +48,7 @@ import peers_bench
 
 import codec_bench
 import delta_path
+import gateway_bench
 import latency_bench
 import memory_bench
 import restore_bench
@@ -94,6 +96,7 @@ FULL: dict[str, Any] = {
     "memory": {"steps": [0, 1000, 5000], "partitions": 4, "settle": 2.0},
     "peers": {"conversations": 200, "turns": 5, "latency_conversations": 20},
     "resume_churn": {"seconds": 60, "loops": 100},
+    "gateway": {"clients": 1000, "turns": 10, "chunks": 10, "delay": 0.05},
 }
 QUICK: dict[str, Any] = {
     "codec": {"number": 300, "reps": 3, "warmup": 50},
@@ -119,6 +122,7 @@ QUICK: dict[str, Any] = {
     "memory": {"steps": [0, 200, 1000], "partitions": 4, "settle": 1.0},
     "peers": {"conversations": 20, "turns": 3, "latency_conversations": 5},
     "resume_churn": {"seconds": 15, "loops": 10},
+    "gateway": {"clients": 50, "turns": 2, "chunks": 5, "delay": 0.05},
 }
 PEERS_PYTHON = Path(os.environ.get("PEERS_PYTHON", ROOT / ".venv-peers/bin/python"))
 PEERS_SCRIPT = Path(__file__).resolve().parent / "peers" / "peers_bench.py"
@@ -301,6 +305,17 @@ async def peers_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+async def gateway_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``bench/gateway_bench.py``: many SSE clients on one gateway process."""
+    return await gateway_bench.bench(
+        bootstrap,
+        clients=cfg["clients"],
+        turns=cfg["turns"],
+        chunks=cfg["chunks"],
+        delay=cfg["delay"],
+    )
+
+
 def _take_child_result(out: Path) -> dict[str, Any] | None:
     """The child's JSON document (its files are removed), or ``None``."""
     out.with_suffix(".md.tmp").unlink(missing_ok=True)
@@ -323,6 +338,7 @@ SECTIONS: dict[str, Section] = {
     "scale": scale_section,
     "memory": memory_section,
     "resume_churn": resume_churn_section,
+    "gateway": gateway_section,
     "peers": peers_section,
 }
 
@@ -602,6 +618,23 @@ def _resume_churn_md(sec: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _gateway_md(sec: dict[str, Any]) -> list[str]:
+    sse, attach = sec["chunk_to_sse_event_ms"], sec["chunk_to_attach_item_ms"]
+    return [
+        "| client | chunk -> event p50 ms | p99 ms | samples |",
+        "|---|--:|--:|--:|",
+        f"| {sec['clients']} SSE clients, one gateway process "
+        f"| {sse['p50']} | {sse['p99']} | {sse['n']} |",
+        f"| one in-process `KafkaSession.attach` | {attach['p50']} "
+        f"| {attach['p99']} | {attach['n']} |",
+        "",
+        f"Gateway CPU: {sec['gateway_cpu_ms_per_delta']} ms per delta "
+        f"({sec['gateway_cpu_us_per_event']} µs per event delivered), "
+        f"{sec['turns']} turns x {sec['chunks_per_turn']} chunks "
+        f"{sec['chunk_delay_ms']} ms apart.",
+    ]
+
+
 def _peers_md(sec: dict[str, Any]) -> list[str]:
     if "section_skipped" in sec:
         return [f"skipped: {sec['section_skipped']}"]
@@ -630,6 +663,7 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
         "Tool side effects of continuing turns under kill -9 churn",
         _resume_churn_md,
     ),
+    "gateway": ("Gateway: many SSE clients on one loop's stream", _gateway_md),
     "peers": (
         "Peers: one agent workload on turnstream, LangGraph, OpenAI Agents SDK",
         _peers_md,

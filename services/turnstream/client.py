@@ -16,6 +16,11 @@ Table of contents:
   rejected, cancelled); ``session.submit_turn(..., tokens=True)`` returns a
   :class:`Turn` to iterate (``TokenDelta`` chunks included) before its outcome;
   ``session.follow(command_id)`` does the same for an input sent earlier;
+- **attach and resume** -- ``session.attach(loop_id, after=cursor)`` returns
+  an :class:`Attachment`: the loop's journal events and deltas as
+  :class:`Streamed` items, each with the :class:`Cursor` after it, replayed
+  from the cursor and then live (a :class:`DeltasExpired` notice when tokens
+  after it are gone);
 - **watch and replay** -- ``session.subscribe_events(EventFilter(...))`` (live,
   :class:`LoopScope` per delivery class) and ``session.replay(loop_id)``;
 - **consume downstream** -- :class:`JournalConsumer` hands every loop's
@@ -41,10 +46,12 @@ from turnstream.errors import (
     CommandTooLargeError,
     ConfigError,
     DecodeError,
+    InvalidCursorError,
     SessionError,
     SubscriptionLossError,
     TransportError,
     TurnstreamError,
+    UnknownCommandError,
 )
 from turnstream.events import (
     AnyEvent,
@@ -64,10 +71,14 @@ from turnstream.events import (
 )
 from turnstream.ids import CommandId, LoopId, SessionId
 from turnstream.kafka.client import (
+    Attachment,
+    Cursor,
+    DeltasExpired,
     JournalConsumer,
     JournalRecord,
     KafkaSecurity,
     KafkaSession,
+    Streamed,
     TopicNames,
     Turn,
     TurnOutcome,
@@ -79,16 +90,20 @@ from turnstream.wire import Codec, default_codec, marshal_event, unmarshal_event
 __all__ = [
     "AIMessage",
     "AnyEvent",
+    "Attachment",
     "Codec",
     "CommandId",
     "CommandNotConfirmedError",
     "CommandTooLargeError",
     "ConfigError",
+    "Cursor",
     "DecodeError",
+    "DeltasExpired",
     "EnduringEvent",
     "EventFilter",
     "InputCancelled",
     "InputQueued",
+    "InvalidCursorError",
     "JournalConsumer",
     "JournalRecord",
     "KafkaSecurity",
@@ -100,6 +115,7 @@ __all__ = [
     "SessionError",
     "SessionId",
     "StepDone",
+    "Streamed",
     "SubscriptionLossError",
     "TextBlock",
     "TextChunk",
@@ -116,6 +132,7 @@ __all__ = [
     "TurnStarted",
     "TurnStatus",
     "TurnstreamError",
+    "UnknownCommandError",
     "UserMessage",
     "connect",
     "default_codec",

@@ -22,6 +22,8 @@
     │   ├── UsageOverflowError
     │   └── RestoredError                a TurnFailed error read back from the journal
     ├── SessionError                     a Session API call could not be carried out
+    │   └── UnknownCommandError          follow() of a command whose loop is not known
+    ├── InvalidCursorError               a stream cursor that is malformed or foreign
     ├── CommandTooLargeError             a command over the commands topic's limit
     ├── SubscriptionLossError            a subscriber fell behind on enduring events
     └── TransportError                   a broker/network failure (keeps ``retriable``)
@@ -45,6 +47,7 @@ __all__ = [
     "EmptyResponseError",
     "EphemeralNotPersistableError",
     "HookDeniedError",
+    "InvalidCursorError",
     "InvalidEventError",
     "PayloadTooLargeError",
     "ProviderError",
@@ -58,6 +61,7 @@ __all__ = [
     "TurnError",
     "TurnPanicError",
     "TurnstreamError",
+    "UnknownCommandError",
     "UnknownEventTypeError",
     "UnsupportedSchemaError",
     "UsageOverflowError",
@@ -338,7 +342,8 @@ class SessionError(TurnstreamError):
 
     ``reason`` is one of ``"loop_not_found"``, ``"loop_exited"``,
     ``"session_closing"``, ``"context_done"``, ``"not_connected"``,
-    ``"gate_not_found"``, ``"gate_closed"``, ``"gate_action_invalid"``.
+    ``"gate_not_found"``, ``"gate_closed"``, ``"gate_action_invalid"``,
+    ``"command_not_found"``.
     """
 
     kind = "session"
@@ -348,6 +353,44 @@ class SessionError(TurnstreamError):
         self.detail = detail
         suffix = f": {detail}" if detail else ""
         super().__init__(f"session error {reason}{suffix}")
+
+
+class UnknownCommandError(SessionError):
+    """``follow(command_id)`` without a loop id, of a command sent elsewhere.
+
+    A command id does not name its loop, and finding it would mean reading
+    every loop's journal: pass the loop id (the client that submitted it has
+    it), rather than wait on a loop that will never answer.
+
+    Attributes:
+        command_id: the command asked about.
+    """
+
+    kind = "unknown_command"
+
+    def __init__(self, command_id: object) -> None:
+        self.command_id = command_id
+        super().__init__(
+            "command_not_found",
+            f"command {command_id} was not sent by this session: pass its loop_id",
+        )
+
+
+class InvalidCursorError(TurnstreamError):
+    """A stream cursor that cannot be resumed from (attach, ``Last-Event-ID``).
+
+    ``reason`` is ``"malformed"`` (not a cursor this version writes) or
+    ``"other_loop"`` (it names another partition than the loop's).
+
+    Attributes:
+        reason: why it was refused.
+    """
+
+    kind = "invalid_cursor"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"invalid stream cursor: {reason}")
 
 
 class CommandTooLargeError(TurnstreamError):

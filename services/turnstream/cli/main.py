@@ -20,6 +20,7 @@ from turnstream.cli import (
     chat,
     demo,
     dlq,
+    gateway,
     loops,
     respond,
     smoke,
@@ -78,6 +79,7 @@ app.command(name="demo")(demo.demo)
 app.command(name="acls")(acls.acls)
 app.add_typer(loops.app, name="loops")
 app.add_typer(dlq.app, name="dlq")
+app.command(name="gateway")(gateway.gateway)
 
 
 def main() -> None:

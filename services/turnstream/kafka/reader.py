@@ -57,6 +57,7 @@ __all__ = [
     "read_dead_letters",
     "read_journal",
     "read_latest_states",
+    "read_loop_head",
     "read_state_index",
     "record_visible",
 ]
@@ -444,6 +445,38 @@ async def read_latest_states(
         if state is not None:
             states[loop_id] = state
     return SnapshotRead(states, index.unreadable, index.end_offset)
+
+
+async def read_loop_head(
+    clients: KafkaClients, codec: Codec, tp: TopicPartition, loop_id: UUID
+) -> LoopState | None:
+    """``loop_id``'s latest head record on its loops partition, decoded.
+
+    The head alone (no history records): who owns the loop (``session_id``),
+    its turn count, whether a turn is open or the loop stopped. ``None`` when
+    the partition holds no readable head of the loop (a loop whose first
+    turn has not committed yet has none).
+
+    Raises:
+        KafkaAuthorizationError: an ACL denies Read on the topic.
+        TransportError: the partition could not be read in time.
+    """
+    latest: list[bytes | None] = [None]
+
+    def take(record: Any) -> bool:
+        if parse_loop_key(record.key) == loop_id:
+            latest[0] = record.value
+        return True
+
+    await _scan(clients, tp, None, take)
+    value = latest[0]
+    if value is None:
+        return None
+    try:
+        state = codec.unmarshal_state(value)
+    except DecodeError:
+        return None
+    return state if state.loop_id == loop_id else None
 
 
 async def read_journal(

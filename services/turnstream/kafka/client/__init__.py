@@ -6,6 +6,13 @@ A table of contents:
   interrupt, gate answers, retract; live subscriptions merging the journal and
   the deltas topic; journal replay; ``submit_and_wait`` / ``submit_turn`` /
   ``follow``);
+- ``cursor`` and ``attach``: :class:`Cursor` (a position in one loop's
+  stream, an opaque URL-safe string), :class:`Streamed` (an event with the
+  cursor after it), :class:`DeltasExpired`, and :class:`Attachment`, what
+  ``KafkaSession.attach`` returns: replay from a cursor, then live;
+- ``hub``: :class:`StreamHub`, many loop streams (:class:`HubStream`) over
+  one consumer per topic, each with a bounded queue (:class:`StreamDropped`
+  when a slow one is dropped);
 - ``journal_consumer``: :class:`JournalConsumer`, the downstream reader of
   every loop's events (a consumer group, ``read_committed``, at-least-once
   commits after the handler, rebalance-safe) and :class:`JournalRecord`;
@@ -23,6 +30,10 @@ here, so a client imports from one place. Never imports the actor or admin
 subpackages.
 """
 
+from turnstream.kafka.client.attach import Attachment
+from turnstream.kafka.client.cursor import AttachItem, Cursor, DeltasExpired, Streamed
+from turnstream.kafka.client.hub import HubStream, StreamDropped, StreamHub
+from turnstream.kafka.client.inspection import read_loop_head_state
 from turnstream.kafka.client.journal_consumer import JournalConsumer, JournalRecord
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.client.turns import Turn, TurnOutcome, TurnStatus
@@ -36,6 +47,11 @@ from turnstream.kafka.security import (
 from turnstream.kafka.topology import TopicNames
 
 __all__ = [
+    "AttachItem",
+    "Attachment",
+    "Cursor",
+    "DeltasExpired",
+    "HubStream",
     "JournalConsumer",
     "JournalRecord",
     "KafkaConnection",
@@ -44,8 +60,12 @@ __all__ = [
     "SaslMechanism",
     "Secret",
     "SecurityProtocol",
+    "StreamDropped",
+    "StreamHub",
+    "Streamed",
     "TopicNames",
     "Turn",
     "TurnOutcome",
     "TurnStatus",
+    "read_loop_head_state",
 ]

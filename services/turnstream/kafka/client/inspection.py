@@ -21,12 +21,19 @@ from turnstream.kafka.reader import (
     DeadLetterEntry,
     read_dead_letters,
     read_latest_states,
+    read_loop_head,
 )
+from turnstream.kafka.records import loop_key, partition_for
 from turnstream.kafka.topology import TopicNames, partition_counts
 from turnstream.state import LoopState
 from turnstream.wire import Codec
 
-__all__ = ["LoopStates", "read_dead_letter_headers", "read_loop_states"]
+__all__ = [
+    "LoopStates",
+    "read_dead_letter_headers",
+    "read_loop_head_state",
+    "read_loop_states",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +94,26 @@ async def read_dead_letter_headers(
             await read_dead_letters(clients, TopicPartition(topic, partition))
         )
     return entries
+
+
+async def read_loop_head_state(
+    clients: KafkaClients,
+    codec: Codec,
+    topics: TopicNames,
+    loop_id: UUID,
+    *,
+    partitions: int,
+) -> LoopState | None:
+    """One loop's latest head state (no history: owner, turns, open turn, stopped).
+
+    Scans the loop's partition of the compacted loops topic. ``partitions``:
+    the co-partitioned topics' partition count.
+
+    Raises:
+        KafkaAuthorizationError: an ACL denies Read on it.
+        TransportError: the partition could not be read in time.
+    """
+    partition = partition_for(loop_key(loop_id), partitions)
+    return await read_loop_head(
+        clients, codec, TopicPartition(topics.loops, partition), loop_id
+    )

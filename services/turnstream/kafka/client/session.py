@@ -20,7 +20,11 @@ Owns :class:`KafkaSession`. It implements the runtime's
   events partition up to the last stable offset, filtered by key;
 * submit and wait: :meth:`KafkaSession.submit_and_wait` and
   :meth:`KafkaSession.submit_turn` follow one input to its outcome (see
-  :mod:`turnstream.kafka.client.turns`).
+  :mod:`turnstream.kafka.client.turns`); :meth:`KafkaSession.follow` follows
+  one sent earlier (by this session, or with its loop id);
+* resumable streams: :meth:`KafkaSession.attach` reads one loop's journal
+  and deltas from a cursor (see :mod:`turnstream.kafka.client.attach`), every
+  item with the cursor after it.
 
 The reader tasks belong to the session object: :meth:`KafkaSession.close`
 cancels and awaits them, then stops the clients. Every network call is bounded
@@ -58,6 +62,7 @@ from turnstream.errors import (
     DecodeError,
     SessionError,
     TransportError,
+    UnknownCommandError,
 )
 from turnstream.events import (
     Agency,
@@ -71,6 +76,13 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import CommandId, GateId, LoopId, SessionId, TurnId
+from turnstream.kafka.client.attach import (
+    DEFAULT_ATTACH_CAPACITY,
+    Attachment,
+    check_cursor,
+    start_cursor,
+)
+from turnstream.kafka.client.cursor import Cursor
 from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
@@ -182,6 +194,7 @@ class KafkaSession:
         request_timeout: float = 15.0,
         capacity: int = DEFAULT_SUBSCRIBER_CAPACITY,
         max_command_bytes: int = MAX_COMMAND_BYTES,
+        live: bool = True,
     ) -> KafkaSession:
         """Connect: start the command producer and the live reader.
 
@@ -203,6 +216,10 @@ class KafkaSession:
                 commands topic's ``max.message.bytes`` (1 MiB as ``topics
                 apply`` makes it); a larger one raises
                 :class:`~turnstream.errors.CommandTooLargeError` unsent.
+            live: start the live reader (``False``: a sender only, e.g. the
+                gateway, whose streams come from a
+                :class:`~turnstream.kafka.client.hub.StreamHub`; subscriptions
+                then see nothing).
 
         Raises:
             ConfigError: bad settings, or the topics do not exist.
@@ -238,7 +255,7 @@ class KafkaSession:
             max_command_bytes=max_command_bytes,
         )
         try:
-            await session._start(counts)
+            await session._start(counts, live=live)
         except BaseException:
             await session.close()
             raise
@@ -267,7 +284,7 @@ class KafkaSession:
             await stop_client(old, seconds=seconds)
         _log.info("commands producer renewed after a sequence error")
 
-    async def _start(self, counts: dict[str, int]) -> None:
+    async def _start(self, counts: dict[str, int], *, live: bool = True) -> None:
         seconds = self._clients.connection.connect_timeout
         producer = self._clients.idempotent_producer("session")
         try:
@@ -299,6 +316,8 @@ class KafkaSession:
                 raise denied from exc
             raise
         self._producer = producer
+        if not live:
+            return
         for topic, committed, decode in (
             (self._topics.events, True, self._codec.unmarshal_event),
             (self._topics.deltas, False, self._codec.unmarshal_ephemeral),
@@ -413,6 +432,11 @@ class KafkaSession:
 
     # -------------------------------------------------------------- history
 
+    @property
+    def partitions(self) -> int:
+        """The partition count of the co-partitioned topics."""
+        return self._partitions
+
     def partition_of(self, loop_id: UUID) -> int:
         """The partition of ``loop_id`` on every co-partitioned topic."""
         return partition_for(loop_key(loop_id), self._partitions)
@@ -436,6 +460,65 @@ class KafkaSession:
         return [
             entry.event for entry in await self.replay_entries(loop_id, from_=from_)
         ]
+
+    async def attach(
+        self,
+        loop_id: UUID,
+        *,
+        after: Cursor | str | None = None,
+        turn_start: bool = False,
+        capacity: int = DEFAULT_ATTACH_CAPACITY,
+    ) -> Attachment:
+        """Attach to a loop's stream: journal events and deltas, each with a cursor.
+
+        Iterate the returned :class:`~turnstream.kafka.client.attach.Attachment`
+        for :class:`~turnstream.kafka.client.cursor.Streamed` items (an event
+        and the cursor after it) and, when tokens after the cursor have
+        expired, one :class:`~turnstream.kafka.client.cursor.DeltasExpired`
+        notice; close it when done. It never ends by itself.
+
+        Args:
+            loop_id: the loop.
+            after: resume after this cursor (an item's ``cursor``, or its text
+                form): every later item once, none before it, across actor
+                takeovers and from any client process.
+            turn_start: without ``after``: start at the running turn's
+                ``TurnStarted`` (its tokens included), or live from now when no
+                turn runs. Without either: live from now.
+            capacity: items buffered before the attachment stops fetching.
+
+        Raises:
+            InvalidCursorError: ``after`` is malformed or of another loop's
+                partition.
+            TransportError: the topics could not be read in time.
+            SessionError: the session is closed.
+        """
+        if self._closed:
+            raise SessionError("session_closing")
+        partition = self.partition_of(loop_id)
+        min_turn: int | None = None
+        if after is not None:
+            start = Cursor.decode(after) if isinstance(after, str) else after
+            check_cursor(start, partition)
+        else:
+            start, min_turn = await start_cursor(
+                self._clients,
+                self._codec,
+                self._topics,
+                loop_id,
+                partition,
+                turn_start=turn_start,
+            )
+        attachment = Attachment(
+            clients=self._clients,
+            codec=self._codec,
+            topics=self._topics,
+            loop_id=loop_id,
+            start=start,
+            min_turn_index=min_turn,
+            capacity=capacity,
+        )
+        return await attachment.open()
 
     # ------------------------------------------------------------- commands
 
@@ -712,8 +795,19 @@ class KafkaSession:
         tokens: bool = False,
         resync: float = DEFAULT_RESYNC,
     ) -> Turn:
-        """A :class:`Turn` handle on an input sent earlier (the journal is read)."""
-        target = loop_id or self._submitted.get(command_id) or self._active
+        """A :class:`Turn` handle on an input sent earlier (the journal is read).
+
+        Without ``loop_id`` the loop is the one this session sent the command
+        to; a command id does not name its loop, so for one sent elsewhere
+        (another process, an earlier session) pass ``loop_id``.
+
+        Raises:
+            UnknownCommandError: no ``loop_id`` and this session did not send
+                ``command_id`` (at once: nothing would ever answer).
+        """
+        target = loop_id or self._submitted.get(command_id)
+        if target is None:
+            raise UnknownCommandError(command_id)
         turn = Turn(self, target, tokens=tokens, resync=resync)
         turn.bind(command_id, from_journal=True)
         return turn
