@@ -68,6 +68,31 @@ def analytics_auth(security: KafkaSecurity) -> KafkaAuth:
     )
 
 
+def affixed_names(
+    env: Mapping[str, str], *, prefix: str, suffix: str, events: str
+) -> dict[str, str]:
+    """The worker's names for an isolated topic set (empty without affixes).
+
+    The journal is the set's events topic; the analytics topic and the app id
+    (its consumer group and changelog) get the same prefix and suffix, so two
+    topic sets never share a group. A name set in the environment is kept.
+    """
+    if not prefix and not suffix:
+        return {}
+    defaults = AnalyticsSettings()
+    names = {
+        "events_topic": events,
+        "analytics_topic": f"{prefix}{defaults.analytics_topic}{suffix}",
+        "app_id": f"{prefix}{defaults.app_id}{suffix}",
+    }
+    variables = {
+        "events_topic": f"{_ENV}EVENTS_TOPIC",
+        "analytics_topic": f"{_ENV}TOPIC",
+        "app_id": f"{_ENV}APP_ID",
+    }
+    return {k: v for k, v in names.items() if not env.get(variables[k], "").strip()}
+
+
 def analytics_settings(
     env: Mapping[str, str],
     *,
@@ -129,7 +154,7 @@ _ENV = "TURNSTREAM_ANALYTICS_"
 
 
 @app.command()
-@kafka_options(topics=TopicAffixes.NONE)
+@kafka_options(topics=TopicAffixes.FLAGS)
 def run(
     *,
     target: KafkaTarget,
@@ -219,6 +244,15 @@ def run(
 ) -> None:
     """Fold the turn journal into per-loop and windowed stats until Ctrl-C.
 
+    Per loop and per tumbling window (and in all-time totals): turns started,
+    done, failed (by failure kind) and interrupted; turn latency percentiles
+    (p50/p90/p99, from TurnStarted to the terminal); steps and tool calls per
+    turn; token usage by model and by loop. Published as Avro snapshots to the
+    analytics topic and served as JSON (GET /turnstream/stats/ and
+    /turnstream/stats/windows/). --topic-prefix/--topic-suffix read an
+    isolated topic set's journal; they also name the analytics topic and the
+    app id (the consumer group), unless those are given.
+
     Needs the analytics extra (pip install -e '.[analytics]'). The Kafka security
     flags and TURNSTREAM_KAFKA_* variables are the other commands'. Exit codes: 0
     clean stop, 1 failure, 2 bad settings or the extra missing, 3 Kafka
@@ -227,13 +261,19 @@ def run(
     with exit_on_errors():
         fmt = parse_log_format(log_format)
         level = parse_log_level(log_level)
+        affixed = affixed_names(
+            os.environ,
+            prefix=target.prefix,
+            suffix=target.suffix,
+            events=target.topics.events,
+        )
         settings = analytics_settings(
             os.environ,
             bootstrap=target.bootstrap,
             auth=analytics_auth(target.security),
-            app_id=app_id,
-            events_topic=events_topic,
-            analytics_topic=analytics_topic,
+            app_id=app_id or affixed.get("app_id"),
+            events_topic=events_topic or affixed.get("events_topic"),
+            analytics_topic=analytics_topic or affixed.get("analytics_topic"),
             partitions=partitions,
             replication_factor=replication_factor,
             window_seconds=window_seconds,

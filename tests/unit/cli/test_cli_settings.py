@@ -298,3 +298,34 @@ def test_analytics_worker_gets_the_resolved_security() -> None:
         "SCRAM-SHA-512",
     )
     assert (credentials.username, credentials.password) == ("analytics", "pw-from-env")
+
+
+def test_analytics_run_names_an_isolated_topic_sets_topics_and_group() -> None:
+    """--topic-prefix: the set's journal, and its own analytics topic and app id."""
+    pytest.importorskip("faust")
+    from turnstream.cli.analytics import affixed_names, analytics_settings
+
+    names = affixed_names(
+        {}, prefix="team-a.", suffix="", events="team-a.turnstream.events.v1"
+    )
+    settings = analytics_settings({}, **names)
+    assert settings.events_topic == "team-a.turnstream.events.v1"
+    assert settings.analytics_topic == "team-a.turnstream.analytics.v1"
+    assert settings.app_id == "team-a.turnstream-analytics"
+    assert affixed_names({}, prefix="", suffix="", events="turnstream.events.v1") == {}
+    # A name the environment sets is kept.
+    env = {"TURNSTREAM_ANALYTICS_APP_ID": "mine"}
+    assert "app_id" not in affixed_names(env, prefix="p.", suffix="", events="e")
+
+
+def test_analytics_run_takes_a_topic_prefix_and_says_what_it_computes() -> None:
+    from typer.testing import CliRunner
+
+    from turnstream.cli.main import app
+
+    result = CliRunner().invoke(
+        app, ["analytics", "run", "--help"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "--topic-prefix" in result.output
+    assert "latency percentiles" in " ".join(result.output.split())
