@@ -68,6 +68,7 @@ __all__ = [
     "TokenDelta",
     "ToolCallCompleted",
     "ToolCallStarted",
+    "ToolTiming",
     "TurnDone",
     "TurnFailed",
     "TurnFoldedInto",
@@ -389,8 +390,32 @@ class TokenDelta(EventBase):
     chunk: Chunk
 
 
+class ToolTiming(BaseModel):
+    """When one tool call of a step ran, and how it ended (no input or output).
+
+    Attributes:
+        tool_use_id: the call (its ``ToolResultMessage`` has the same id).
+        tool_name: the tool.
+        started_at: when the tool was called (UTC).
+        duration_us: how long it ran, in microseconds (up to its timeout).
+        is_error: it raised, timed out or returned an error result.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_use_id: str
+    tool_name: str
+    started_at: datetime
+    duration_us: int = Field(ge=0)
+    is_error: bool = False
+
+
 class StepDone(EventBase):
-    """A step committed: its AIMessage, then one ToolResultMessage per call."""
+    """A step committed: its AIMessage, then one ToolResultMessage per call.
+
+    ``tool_timings`` has one entry per call that ran (in call order; a denied
+    or not-run call has none): the durable per-call times analytics need.
+    """
 
     DELIVERY = Delivery.ENDURING
     PROFILE = Profile.STEP
@@ -398,6 +423,7 @@ class StepDone(EventBase):
     messages: tuple[
         Annotated[AIMessage | ToolResultMessage, Field(discriminator="role")], ...
     ]
+    tool_timings: tuple[ToolTiming, ...] = ()
 
     @model_validator(mode="after")
     def _group_shape(self) -> StepDone:

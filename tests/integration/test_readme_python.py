@@ -50,6 +50,7 @@ def test_readme_has_the_python_samples() -> None:
         "attach(",
         "JournalConsumer",
         "unmarshal_event",
+        "tool_timings",
     ):
         assert needle in joined
 
@@ -96,3 +97,9 @@ async def test_readme_python_samples_run(lane: str) -> None:
     assert types[0] == "LoopStarted"
     decoded = [line.split() for line in lines if re.match(r"^[0-9a-f-]{36} \d+ ", line)]
     assert [parts[2] for parts in decoded] == types  # same journal, same order
+    # Tool latency from the durable per-call timings: "add 2 3" and "add 4 5".
+    latency = re.search(
+        r"^tool add: (\d+) calls, p50 [0-9.]+ ms, max [0-9.]+ ms$", printed, re.M
+    )
+    assert latency is not None, printed[-500:]
+    assert int(latency.group(1)) == 2, latency.group(0)

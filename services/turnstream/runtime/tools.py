@@ -34,6 +34,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal, TypeGuard
 from uuid import UUID
 
@@ -42,6 +43,7 @@ from turnstream.events import (
     PermissionDecided,
     ToolCallCompleted,
     ToolCallStarted,
+    ToolTiming,
 )
 from turnstream.ids import StepId, ToolExecutionId
 from turnstream.runtime.accumulate import ToolCall
@@ -182,6 +184,7 @@ class _Call:
     is_error: bool = False
     outcome: Outcome = Outcome.COMPLETED
     key: str = ""
+    timing: ToolTiming | None = None
 
     def fail(self, text: str, outcome: Outcome = Outcome.COMPLETED) -> None:
         self.text, self.is_error, self.outcome = text, True, outcome
@@ -198,8 +201,13 @@ async def run_batch(
     *,
     step_id: StepId,
     step_index: int,
-) -> tuple[ToolResultMessage, ...]:
-    """Run one step's calls; return one result message per call, in call order."""
+) -> tuple[tuple[ToolResultMessage, ...], tuple[ToolTiming, ...]]:
+    """Run one step's calls.
+
+    Returns:
+        One result message per call, in call order, and the timing of each
+        call that ran (in call order).
+    """
     states: list[_Call] = []
     try:
         for index, call in enumerate(calls):
@@ -240,7 +248,8 @@ async def run_batch(
         # On cancellation the calls still open finish as canceled (once only).
         for state in states:
             state.hook.finish(Outcome.CANCELED)
-    return tuple(_result_message(spec, s) for s in states)
+    results = tuple(_result_message(spec, s) for s in states)
+    return results, tuple(s.timing for s in states if s.timing is not None)
 
 
 def _decided_before(spec: TurnSpec, step_index: int) -> dict[str, tuple[str, ...]]:
@@ -432,6 +441,7 @@ async def _execute(
     )
     clock = asyncio.get_running_loop().time
     started = clock()
+    started_at = spec.factory.now()
     try:
         async with asyncio.timeout(spec.config.tool_timeout):
             output = await tool.run(state.call.input_json, ctx)
@@ -467,6 +477,15 @@ async def _execute(
                     "duration_ms": round((clock() - started) * 1000, 1),
                 },
             )
+    # On the injected clock, so a test's fixed clock gives fixed timings.
+    ran = spec.factory.now() - started_at
+    state.timing = ToolTiming(
+        tool_use_id=state.call.tool_use_id,
+        tool_name=state.call.name,
+        started_at=started_at,
+        duration_us=max(ran // timedelta(microseconds=1), 0),
+        is_error=state.is_error,
+    )
     await _complete(spec, link, state, step_id)
 
 

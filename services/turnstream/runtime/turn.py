@@ -28,7 +28,7 @@ from turnstream.errors import (
     ToolLimitError,
     UsageOverflowError,
 )
-from turnstream.events import Cause, StepDone, TurnFoldedInto
+from turnstream.events import Cause, StepDone, ToolTiming, TurnFoldedInto
 from turnstream.ids import StepId
 from turnstream.runtime.errors import CommitError
 from turnstream.runtime.handshake import (
@@ -173,11 +173,11 @@ async def _step(
     limit = _over_limit(spec, progress, len(result.calls))
     if limit is not None:
         return Failed(limit)  # the over-limit step is never committed
-    results = await run_batch(
+    results, timings = await run_batch(
         spec, link, result.calls, step_id=step_id, step_index=step_index
     )
     group: tuple[AIMessage | ToolResultMessage, ...] = (message, *results)
-    await _commit_group(spec, link, step_id, group)
+    await _commit_group(spec, link, step_id, group, timings=timings)
     progress.staged.extend(group)
     await _fold(spec, link, progress)
     return None
@@ -209,10 +209,12 @@ async def _commit_group(
     group: tuple[AIMessage | ToolResultMessage, ...],
     *,
     final: bool = False,
+    timings: tuple[ToolTiming, ...] = (),
 ) -> None:
     event = StepDone(
         header=spec.factory.header(turn_id=spec.turn_id, step_id=step_id),
         messages=group,
+        tool_timings=timings,
     )
     await link.commit([event], group, final=final)
 

@@ -77,6 +77,7 @@ from turnstream.events import (
     TokenDelta,
     ToolCallCompleted,
     ToolCallStarted,
+    ToolTiming,
     TurnDone,
     TurnFailed,
     TurnFoldedInto,
@@ -182,6 +183,16 @@ def _timestamp(rec: Record, key: str) -> datetime:
     if value is None:
         raise _wrong(key, "a timestamp")
     return value
+
+
+def _tool_timing(rec: Record) -> ToolTiming:
+    return ToolTiming(
+        tool_use_id=_str(rec, "tool_use_id"),
+        tool_name=_str(rec, "tool_name"),
+        started_at=_timestamp(rec, "started_at"),
+        duration_us=_int(rec, "duration_us"),
+        is_error=_bool(rec, "is_error"),
+    )
 
 
 def _record(value: object, key: str) -> Record:
@@ -458,7 +469,12 @@ EVENT_READERS: dict[str, EventReader] = {
         chunk=_dispatch(_CHUNK_READERS, "chunk", _get(r, "chunk")),
     ),
     "StepDone": lambda h, r: StepDone(
-        header=h, messages=tuple(_step_message(m) for m in _list(r, "messages"))
+        header=h,
+        messages=tuple(_step_message(m) for m in _list(r, "messages")),
+        tool_timings=tuple(
+            _tool_timing(_record(t, "tool_timings"))
+            for t in (_list(r, "tool_timings") if "tool_timings" in r else ())
+        ),
     ),
     "TurnDone": lambda h, r: TurnDone(
         header=h,

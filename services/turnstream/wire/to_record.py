@@ -349,7 +349,21 @@ def payload_record(event: AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
         case TokenDelta():
             return {"turn_index": event.turn_index, "chunk": chunk_branch(event.chunk)}
         case StepDone():
-            return {"messages": [message_branch(m) for m in event.messages]}
+            return {
+                "messages": [message_branch(m) for m in event.messages],
+                "tool_timings": [
+                    {
+                        "tool_use_id": t.tool_use_id,
+                        "tool_name": t.tool_name,
+                        "started_at": _timestamp(
+                            t.started_at, "tool_timings.started_at"
+                        ),
+                        "duration_us": t.duration_us,
+                        "is_error": t.is_error,
+                    }
+                    for t in event.tool_timings
+                ],
+            }
         case TurnDone():
             return {
                 "turn_index": event.turn_index,

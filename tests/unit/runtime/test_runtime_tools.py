@@ -576,3 +576,27 @@ def _with_instance_method(tool: _Plain) -> _Plain:
 def _with_instance_none(tool: _Audited) -> _Audited:
     tool.audit_summary = None  # type: ignore[assignment, method-assign]
     return tool
+
+
+async def test_step_done_carries_the_timing_of_each_call_that_ran() -> None:
+    """Durable per-call times: one ``ToolTiming`` per call that ran, in call order."""
+    tools = [
+        FunctionTool("ok", lambda _i, _c: "fine"),
+        FunctionTool("err", lambda _i, _c: ToolOutput.error("bad input")),
+    ]
+    policy = StaticAccessPolicy(per_tool={"blocked": "deny"})
+    calls = [call("ok", id="a"), call("blocked", id="b"), call("err", id="c")]
+    async with open_rig(
+        tool_step(*calls),
+        text_step("x"),
+        tools=[*tools, FunctionTool("blocked")],
+        access_policy=policy,
+    ) as rig:
+        await rig.submit("go")
+        await rig.idle()
+        step = rig.recorder.of_type(StepDone)[0]
+    timings = [(t.tool_use_id, t.tool_name, t.is_error) for t in step.tool_timings]
+    assert timings == [("a", "ok", False), ("c", "err", True)]  # "b" never ran
+    for timing in step.tool_timings:
+        assert timing.started_at.tzinfo is not None
+        assert timing.duration_us >= 0

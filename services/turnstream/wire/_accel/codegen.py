@@ -35,7 +35,7 @@ from turnstream.content import (
     Usage,
     UserMessage,
 )
-from turnstream.events import EVENT_TYPES, Cause, FailureInfo, Header
+from turnstream.events import EVENT_TYPES, Cause, FailureInfo, Header, ToolTiming
 from turnstream.wire.schemas import named_types
 
 __all__ = [
@@ -83,6 +83,7 @@ _CONTENT: tuple[type[BaseModel], ...] = (
     Header,
     Cause,
     FailureInfo,
+    ToolTiming,
 )
 
 MODEL_CLASSES: Final[dict[str, type[BaseModel]]] = {
