@@ -264,7 +264,12 @@ async def _chat(
     session = await connect_session(target, loop_id=loop)
 
     async def actors() -> int:
-        return await group_members(target.connection, group, security=target.security)
+        return await group_members(
+            target.connection,
+            group,
+            topic=target.topics.commands,
+            security=target.security,
+        )
 
     async with session:
         loop_id = session.active_loop

@@ -20,11 +20,13 @@ Part of ``turnstream.kafka``, the only package allowed to import aiokafka.
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from io import BytesIO
 from typing import Any, TypeVar
 
 from aiokafka import TopicPartition
@@ -35,6 +37,7 @@ from aiokafka.errors import (
     KafkaError,
     TopicAuthorizationFailedError,
 )
+from aiokafka.protocol.types import Array, Int16, String
 
 from turnstream.errors import TransportError
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
@@ -500,11 +503,18 @@ async def _round_trip(
 
 
 async def group_members(
-    conn: KafkaConnection, group_id: str, *, security: KafkaSecurity | None = None
+    conn: KafkaConnection,
+    group_id: str,
+    *,
+    topic: str | None = None,
+    security: KafkaSecurity | None = None,
 ) -> int:
     """How many live members consumer group ``group_id`` has (0: none, or no group).
 
     Used to tell a user that no loop actor is running, rather than let them wait.
+    With ``topic``, only members subscribed to it count: one group id may be
+    shared by the actors of several topic sets (the default group is), and an
+    actor of another set would never answer this one's commands.
 
     Raises:
         BrokerUnreachableError: bootstrapping failed or timed out.
@@ -519,9 +529,28 @@ async def group_members(
     count = 0
     for response in responses:
         for group in response.to_object().get("groups", ()):
-            if group.get("group") == group_id:
-                count += len(group.get("members") or ())
+            if group.get("group") != group_id:
+                continue
+            for member in group.get("members") or ():
+                if topic is None or topic in _subscription(member):
+                    count += 1
     return count
+
+
+def _subscription(member: dict[str, Any]) -> list[str]:
+    """The topics a consumer-protocol member subscribed to (empty: unreadable).
+
+    Every version of the consumer protocol's metadata starts with the version
+    and the subscribed topics; later versions only add fields after them.
+    """
+    raw = member.get("member_metadata") or b""
+    try:
+        data = BytesIO(raw)
+        Int16.decode(data)  # the metadata's version
+        topics = Array(String("utf-8")).decode(data)
+    except (ValueError, struct.error):
+        return []
+    return [t for t in topics or () if isinstance(t, str)]
 
 
 async def check_worker_grants(
