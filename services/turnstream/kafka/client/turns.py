@@ -35,7 +35,7 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 from uuid import UUID
 
 from turnstream.content import AIMessage, text_of
@@ -54,9 +54,38 @@ from turnstream.ids import CommandId, LoopId
 from turnstream.runtime.subscription import EventFilter, LoopScope, Subscription
 
 if TYPE_CHECKING:
-    from turnstream.kafka.client.session import KafkaSession
+    from turnstream.kafka.reader import JournalEntry
 
-__all__ = ["DEFAULT_RESYNC", "Answer", "Terminal", "Turn", "TurnOutcome", "TurnStatus"]
+
+class TurnSource(Protocol):
+    """What a :class:`Turn` reads through: the session's live feed and journal.
+
+    :class:`~turnstream.kafka.client.session.KafkaSession` is one; declared
+    here so this module does not import the session that imports it.
+    """
+
+    def subscribe_events(
+        self, event_filter: EventFilter, *, capacity: int | None = None
+    ) -> Subscription:
+        """Watch events from now on."""
+        ...
+
+    async def replay_entries(
+        self, loop_id: UUID, *, from_: int = 0
+    ) -> list[JournalEntry]:
+        """The loop's committed events with their offsets, from ``from_``."""
+        ...
+
+
+__all__ = [
+    "DEFAULT_RESYNC",
+    "Answer",
+    "Terminal",
+    "Turn",
+    "TurnOutcome",
+    "TurnSource",
+    "TurnStatus",
+]
 
 DEFAULT_RESYNC = 2.0
 """Seconds without a live event after which the journal is read again."""
@@ -142,7 +171,7 @@ class Turn:
 
     def __init__(
         self,
-        session: KafkaSession,
+        session: TurnSource,
         loop_id: LoopId,
         *,
         tokens: bool,
