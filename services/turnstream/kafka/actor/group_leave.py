@@ -68,9 +68,9 @@ class _LeaveGroupRequestV3(RequestStruct):  # type: ignore[misc]  # untyped aiok
 class _LeaveGroupRequest(Request[_LeaveGroupRequestV3]):  # type: ignore[misc]  # untyped aiokafka base
     API_KEY = 13
 
-    def __init__(self, group_id: str, member_id: str, instance_id: str) -> None:
+    def __init__(self, group_id: str, instance_id: str) -> None:
         self._group_id = group_id
-        self._member = (member_id, instance_id)
+        self._member = ("", instance_id)
 
     def build(self, request_struct_class: type[_LeaveGroupRequestV3]) -> Any:
         return request_struct_class(self._group_id, [self._member])
@@ -81,14 +81,14 @@ async def leave_group(
     *,
     group_id: str,
     instance_id: str,
-    member_id: str = "",
     seconds: float,
 ) -> bool:
     """Remove the static member ``instance_id`` from ``group_id`` now.
 
     Call it once the member's consumer has stopped (a running consumer would
-    only join again). ``member_id`` may be empty: the instance id names the
-    member. Bounded by ``seconds`` per call.
+    only join again). The instance id names the member (its member id is sent
+    empty, as the group's remove-members call does). Bounded by ``seconds``
+    per call.
 
     Returns:
         True when the coordinator removed the member; False when it was not in
@@ -109,7 +109,7 @@ async def leave_group(
         async with asyncio.timeout(seconds):
             node = await admin.find_coordinator(group_id)
             response = await admin._client.send(
-                node, _LeaveGroupRequest(group_id, member_id, instance_id)
+                node, _LeaveGroupRequest(group_id, instance_id)
             )
     except (TimeoutError, KafkaError, OSError) as exc:
         raise transport_error(
