@@ -106,6 +106,14 @@ class LoopState(BaseModel):
         history_records: how many history records hold them.
         history_start: in a history record, the position of its first
             message in the loop's history.
+        history_first_offset: where the loop's history record 0 is in its
+            history partition (``-1``: not known).
+        history_last_offset: in a head, where its last history record is
+            (``-1``: not known).
+        history_previous_offset: in a history record ``n > 0``, where record
+            ``n - 1`` is (``-1``: none, or not known). With the head's last
+            offset these let a reader fetch a loop's history records by
+            position instead of scanning the partition for their keys.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -127,3 +135,6 @@ class LoopState(BaseModel):
     history_length: int = Field(default=-1, ge=-1)
     history_records: int = Field(default=0, ge=0)
     history_start: int = Field(default=0, ge=0)
+    history_first_offset: int = Field(default=-1, ge=-1)
+    history_last_offset: int = Field(default=-1, ge=-1)
+    history_previous_offset: int = Field(default=-1, ge=-1)

@@ -23,6 +23,7 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     collect_garbage,
     collect_until,
     committed_state_records,
+    committed_state_records_at,
     connect,
     count_type,
     delete_topic_set,
@@ -34,8 +35,9 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
 
 from turnstream.content import AIMessage, UserMessage
 from turnstream.ids import LoopId
+from turnstream.kafka import reader as reader_module
 from turnstream.kafka.actor.metrics import ServiceMetrics
-from turnstream.kafka.reader import read_latest_states
+from turnstream.kafka.reader import history_fetch, read_latest_states
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.state_records import history_key
 from turnstream.kafka.topology import TopicNames
@@ -67,6 +69,8 @@ def _comparable(state: LoopState) -> LoopState:
             "pending_command_offsets": (),
             "history_length": -1,
             "history_records": 0,
+            "history_first_offset": -1,
+            "history_last_offset": -1,
         }
     )
 
@@ -109,6 +113,33 @@ async def test_state_writes_carry_what_changed_and_restore_equals_the_journal(
         assert all(h.messages == () and h.recent_command_ids == () for h in heads)
         assert heads[-1].history_length == 6
         assert heads[-1].history_records == 6
+        # Heads and records say where the records are: a reader fetches them
+        # by position, never by a scan of the history partition.
+        placed = {
+            s.history_records - 1: offset
+            for offset, _, s in await committed_state_records_at(
+                kafka_bootstrap, names.history
+            )
+        }
+        assert (heads[-1].history_first_offset, heads[-1].history_last_offset) == (
+            placed[0],
+            placed[5],
+        )
+        by_number = {s.history_records - 1: s for s in history.values()}
+        assert [by_number[n].history_previous_offset for n in range(6)] == [
+            -1,
+            *(placed[n] for n in range(5)),
+        ]
+        for walk in (False, True):  # one pass over the span; one fetch per record
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(reader_module, "_DENSE_SPAN", -1 if walk else 4096)
+                patch.setattr(reader_module, "_SPARSE_FACTOR", 0 if walk else 4)
+                fetched = await history_fetch(
+                    clients_for(kafka_bootstrap),
+                    default_codec(),
+                    TopicPartition(names.history, 0),
+                )(heads[-1])
+            assert sorted(fetched) == list(range(6))
 
         read = await read_latest_states(
             clients_for(kafka_bootstrap),
@@ -180,8 +211,9 @@ async def test_idle_loops_beyond_the_budget_are_passivated_and_come_back_whole(
                 # live_loops as it ends, and its passivation is counted when
                 # the sweep that awaited that end runs next.
                 await assert_eventually(
-                    lambda round_=round_: metrics.live_loops <= 2
-                    and metrics.passivated >= 3 * round_,
+                    lambda round_=round_: (
+                        metrics.live_loops <= 2 and metrics.passivated >= 3 * round_
+                    ),
                     timeout=10.0,
                 )
         for loop_id in loops:

@@ -258,6 +258,14 @@ async def committed_state_records(
     bootstrap: str, topic: str, partition: int = 0
 ) -> list[tuple[bytes, LoopState]]:
     """Every committed record of a loops partition, in order: key and state."""
+    placed = await committed_state_records_at(bootstrap, topic, partition)
+    return [(key, state) for _, key, state in placed]
+
+
+async def committed_state_records_at(
+    bootstrap: str, topic: str, partition: int = 0
+) -> list[tuple[int, bytes, LoopState]]:
+    """Every committed record of a loops partition, in order: offset, key, state."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     codec = default_codec()
@@ -267,7 +275,7 @@ async def committed_state_records(
         enable_auto_commit=False,
     )
     await reader.start()
-    found: list[tuple[bytes, LoopState]] = []
+    found: list[tuple[int, bytes, LoopState]] = []
     try:
         tp = TopicPartition(topic, partition)
         reader.assign([tp])
@@ -276,7 +284,10 @@ async def committed_state_records(
         async with asyncio.timeout(TIMEOUT):
             while await reader.position(tp) < end:
                 for records in (await reader.getmany(tp, timeout_ms=1000)).values():
-                    found += [(r.key, codec.unmarshal_state(r.value)) for r in records]
+                    found += [
+                        (r.offset, r.key, codec.unmarshal_state(r.value))
+                        for r in records
+                    ]
     finally:
         await reader.stop()
     return found

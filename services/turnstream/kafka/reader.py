@@ -5,10 +5,11 @@ own short-lived, manually assigned consumer that reads up to the end captured
 when the scan starts (the last stable offset under ``read_committed``), so a
 scan always ends:
 
-* :func:`read_state_index`: the latest state record per loop of one
+* :func:`read_state_index`: the latest head record per loop of one
   compacted loops partition, kept undecoded (:class:`StateIndex`): a takeover
   decodes only the loops that need their journal tail, every other loop is
-  decoded on its next command;
+  decoded on its next command, its history records fetched then by the
+  offsets its head names (:func:`history_fetch`);
 * :func:`read_latest_states`: the same, every loop decoded (tools, tests);
 * :func:`read_journal`: events of one events partition from an offset,
   optionally only those of some loops (filtered by key before decoding);
@@ -40,8 +41,10 @@ from turnstream.events import EnduringEvent
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.records import (
+    HISTORY_POSITIONED,
     RESTORE_SNAPSHOT,
     RESTORE_TAIL,
+    STATE_HISTORY,
     STATE_RESTORE,
     parse_loop_key,
 )
@@ -51,9 +54,11 @@ from turnstream.wire import Codec
 
 __all__ = [
     "DeadLetterEntry",
+    "HistoryFetch",
     "JournalEntry",
     "SnapshotRead",
     "StateIndex",
+    "history_fetch",
     "read_dead_letters",
     "read_journal",
     "read_latest_states",
@@ -63,6 +68,8 @@ __all__ = [
 ]
 
 _FETCH_MS = 200
+# A start past any partition's end: the scan reads nothing but checks Read.
+_END = 1 << 62
 # The headers ``records.dead_letter_headers`` adds (kind, reason, where from).
 _DLQ_PREFIX = "ts-dlq-"
 
@@ -205,18 +212,30 @@ async def _position(consumer: Any, tp: TopicPartition, seconds: float) -> int:
         return int(await consumer.position(tp))
 
 
-class StateIndex:
-    """The latest state records of each loop of one loops partition, undecoded.
+HistoryFetch = Callable[[LoopState], Awaitable[dict[int, bytes]]]
+"""Reads a head's history records by position: record number to value."""
 
-    A takeover keeps each loop's latest head and its history records (see
-    :mod:`~turnstream.kafka.state_records`) as bytes -- older records of the
+
+async def _no_fetch(head: LoopState) -> dict[int, bytes]:
+    return {}
+
+
+class StateIndex:
+    """The latest head record of each loop of one loops partition, undecoded.
+
+    A takeover keeps each loop's latest head as bytes -- older records of the
     same key, which compaction has not removed yet, are dropped as the scan
     passes them -- and decodes only what it must act on at once: the loops
     whose record's ``ts-restore`` header says ``tail`` (an open turn or a
     replay marker), and records written without the header. Every other loop
-    is decoded when its next command arrives (:meth:`peek`) and then left to
-    its owner (:meth:`forget`), so a takeover costs one pass over the bytes,
+    is decoded when its next command arrives (:meth:`load`) and then left to
+    its owner (:meth:`forget`), so a takeover costs one pass over the heads,
     not one decode per record ever written.
+
+    A loop's history records stay on Kafka: :meth:`load` fetches them by the
+    offsets its head names (``fetch``). Only heads written without those
+    offsets (the ``ts-history`` header absent) have their history records
+    kept here, from a scan of the history partition (:meth:`put_history`).
 
     Attributes:
         end_offset: where the scan stopped.
@@ -224,18 +243,25 @@ class StateIndex:
 
     __slots__ = (
         "_codec",
+        "_fetch",
         "_history",
         "_records",
         "_tail",
+        "_unpositioned",
         "_unreadable",
         "_whole",
         "end_offset",
     )
 
-    def __init__(self, codec: Codec, end_offset: int = 0) -> None:
+    def __init__(
+        self, codec: Codec, end_offset: int = 0, fetch: HistoryFetch = _no_fetch
+    ) -> None:
         self._codec = codec
+        self._fetch = fetch
         self._records: dict[UUID, bytes] = {}
         self._history: dict[UUID, dict[int, bytes]] = {}
+        # Loops whose head does not say where its history records are.
+        self._unpositioned: set[UUID] = set()
         # Loops their owner let go of: one record holds the whole state.
         self._whole: set[UUID] = set()
         self._tail: set[UUID] = set()
@@ -253,13 +279,22 @@ class StateIndex:
     def __len__(self) -> int:
         return len(self._records) + len(self._unreadable)
 
-    def put(self, loop_id: UUID, value: bytes | None, hint: bytes | None) -> None:
-        """Take one record of the partition (later records win).
+    def put(
+        self,
+        loop_id: UUID,
+        value: bytes | None,
+        hint: bytes | None,
+        *,
+        positioned: bool = False,
+    ) -> None:
+        """Take one head record of the partition (later records win).
 
         Args:
             loop_id: the loop the key names.
             value: the record's value (``None``: a tombstone).
             hint: the record's ``ts-restore`` header (``None``: absent).
+            positioned: the record's ``ts-history`` header says its history
+                records are found by the offsets it names.
         """
         self._unreadable.discard(loop_id)
         self._whole.discard(loop_id)
@@ -267,14 +302,24 @@ class StateIndex:
             self._records.pop(loop_id, None)
             self._history.pop(loop_id, None)
             self._tail.discard(loop_id)
+            self._unpositioned.discard(loop_id)
             return
         self._records[loop_id] = value
+        if positioned:
+            self._unpositioned.discard(loop_id)
+        else:
+            self._unpositioned.add(loop_id)
         if hint == RESTORE_SNAPSHOT:
             self._tail.discard(loop_id)
         elif hint == RESTORE_TAIL:
             self._tail.add(loop_id)
         else:
             self._classify(loop_id, value)
+
+    @property
+    def unpositioned(self) -> frozenset[UUID]:
+        """Loops whose history records must be found by key (a history scan)."""
+        return frozenset(self._unpositioned)
 
     def put_history(self, loop_id: UUID, number: int, value: bytes | None) -> None:
         """Take one history record of the partition (later records win)."""
@@ -312,17 +357,22 @@ class StateIndex:
         """Loops a takeover restores at once: open turns, then unreadable ones."""
         return [*sorted(self._tail), *sorted(self._unreadable)]
 
-    def peek(self, loop_id: UUID) -> LoopState | None:
+    async def load(self, loop_id: UUID) -> LoopState | None:
         """``loop_id``'s latest state, decoded (``None``: none, or unreadable).
 
-        An unreadable record (undecodable, or naming another loop) makes the
-        loop one that restore replays from its journal.
+        An unreadable record (undecodable, naming another loop, or history
+        records missing or not lining up) makes the loop one that restore
+        replays from its journal.
+
+        Raises:
+            KafkaAuthorizationError: an ACL denies Read on the history topic.
+            TransportError: its history records could not be read in time.
         """
         value = self._records.get(loop_id)
         if value is None:
             return None
-        state = self._decode(loop_id, value)
-        if state is None:
+        state = await self._decode(loop_id, value)
+        if state is None and self._records.get(loop_id) is value:
             del self._records[loop_id]
             self._tail.discard(loop_id)
             self._unreadable.add(loop_id)
@@ -331,14 +381,28 @@ class StateIndex:
     def park(self, state: LoopState) -> None:
         """Keep the state of a loop its owner lets go of (idle), encoded.
 
-        Its next command decodes it again, as any loop not yet seen.
+        Its next command decodes it again, as any loop not yet seen. When
+        every message of ``state`` is in history records whose offsets it
+        names, only its head is kept (the history is fetched again then).
 
         Raises:
             EncodeError: the state cannot be encoded (the owner keeps it).
         """
         loop_id = state.loop_id
-        self._records[loop_id] = self._codec.marshal_state(state)
-        self._whole.add(loop_id)
+        stored = (
+            state.history_length == len(state.messages)
+            and state.history_records > 0
+            and state.history_first_offset >= 0
+            and state.history_last_offset >= 0
+        )
+        if stored:
+            head = state.model_copy(update={"messages": (), "recent_command_ids": ()})
+            self._records[loop_id] = self._codec.marshal_state(head)
+            self._whole.discard(loop_id)
+            self._unpositioned.discard(loop_id)
+        else:
+            self._records[loop_id] = self._codec.marshal_state(state)
+            self._whole.add(loop_id)
         self._history.pop(loop_id, None)
         self._tail.discard(loop_id)
         self._unreadable.discard(loop_id)
@@ -350,13 +414,22 @@ class StateIndex:
         self._whole.discard(loop_id)
         self._tail.discard(loop_id)
         self._unreadable.discard(loop_id)
+        self._unpositioned.discard(loop_id)
 
-    def _decode(self, loop_id: UUID, value: bytes) -> LoopState | None:
+    async def _decode(self, loop_id: UUID, value: bytes) -> LoopState | None:
         """The whole state: the head, with its history records when it has some."""
         head = self._decode_one(loop_id, value)
-        if head is None or head.history_length < 0 or loop_id in self._whole:
+        if (
+            head is None
+            or head.history_length < 0
+            or head.history_records == 0
+            or loop_id in self._whole
+        ):
             return head
-        stored = self._history.get(loop_id, {})
+        if loop_id in self._unpositioned or head.history_last_offset < 0:
+            stored = self._history.get(loop_id, {})
+        else:
+            stored = await self._fetch(head)
         history: dict[int, LoopState] = {}
         for number in range(head.history_records):
             data = stored.get(number)
@@ -388,13 +461,130 @@ def _header(record: Any, name: str) -> bytes | None:
     return None
 
 
+_DENSE_SPAN = 4096
+_SPARSE_FACTOR = 4
+"""A loop's history records spanning fewer than ``_DENSE_SPAN`` offsets (or
+``_SPARSE_FACTOR`` per record) are read in one pass; sparser ones are fetched
+one by one."""
+
+
+def history_fetch(
+    clients: KafkaClients, codec: Codec, history: TopicPartition
+) -> HistoryFetch:
+    """Fetch a head's history records from ``history`` by the offsets it names.
+
+    Records close together (a loop that talked for a while) are read in one
+    pass from the first to the last; records far apart (a loop used now and
+    then among many) are fetched by walking back from the last record, each
+    naming the offset of the one before it. Either way the reads touch the
+    loop's records, never the whole partition.
+    """
+
+    async def fetch(head: LoopState) -> dict[int, bytes]:
+        first, last, count = (
+            head.history_first_offset,
+            head.history_last_offset,
+            head.history_records,
+        )
+        if first < 0 or last < first:
+            return {}
+        if last - first < max(_DENSE_SPAN, _SPARSE_FACTOR * count):
+            return await _read_span(clients, history, head.loop_id, first, last)
+        return await _walk_back(
+            clients, codec, history, loop_id=head.loop_id, last=last, count=count
+        )
+
+    return fetch
+
+
+async def _read_span(
+    clients: KafkaClients, tp: TopicPartition, loop_id: UUID, first: int, last: int
+) -> dict[int, bytes]:
+    found: dict[int, bytes] = {}
+
+    def take(record: Any) -> bool:
+        numbered = parse_history_key(record.key)
+        if numbered is not None and numbered[0] == loop_id and record.value:
+            found[numbered[1]] = record.value
+        return bool(record.offset < last)
+
+    await _scan(clients, tp, first, take)
+    return found
+
+
+async def _walk_back(
+    clients: KafkaClients,
+    codec: Codec,
+    tp: TopicPartition,
+    *,
+    loop_id: UUID,
+    last: int,
+    count: int,
+) -> dict[int, bytes]:
+    """Follow ``history_previous_offset`` from ``last``: one fetch per record."""
+    found: dict[int, bytes] = {}
+    seconds = clients.connection.request_timeout
+    consumer = clients.consumer(
+        "reader", read_committed=True, auto_offset_reset="earliest"
+    )
+    await start_client(
+        consumer, seconds=seconds, operation="start reader", security=clients.security
+    )
+    try:
+        consumer.assign([tp])
+        offset = last
+        while offset >= 0 and len(found) < count:
+            consumer.seek(tp, offset)
+            record = await _record_at(consumer, tp, offset, seconds)
+            numbered = None if record is None else parse_history_key(record.key)
+            if record is None or numbered is None or numbered[0] != loop_id:
+                return found  # compacted away or not the loop's: incomplete
+            found[numbered[1]] = record.value
+            try:
+                previous = codec.unmarshal_state(record.value).history_previous_offset
+            except DecodeError:
+                return found
+            if previous >= offset:
+                return found
+            offset = previous
+    except (TimeoutError, KafkaError, OSError) as exc:
+        raise transport_error(
+            f"read {tp.topic}[{tp.partition}]",
+            exc,
+            security=clients.security,
+            permission="Read",
+            resource=tp.topic,
+        ) from exc
+    finally:
+        await stop_client(consumer, seconds=seconds)
+    return found
+
+
+async def _record_at(
+    consumer: Any, tp: TopicPartition, offset: int, seconds: float
+) -> Any:
+    """The record at ``offset`` (``None``: gone, the next one is past it)."""
+    async with asyncio.timeout(seconds):
+        while True:
+            batch = await consumer.getmany(tp, timeout_ms=_FETCH_MS)
+            for record in batch.get(tp, ()):
+                if record.offset == offset:
+                    return record
+                if record.offset > offset:
+                    return None
+
+
 async def read_state_index(
     clients: KafkaClients,
     codec: Codec,
     tp: TopicPartition,
     history: TopicPartition,
 ) -> StateIndex:
-    """The latest state records per loop of one partition of the state topics.
+    """The latest head record per loop of one partition of the state topics.
+
+    The history partition is scanned only when some head does not name its
+    history records' offsets (written before heads did), and then only those
+    loops' records are kept.
 
     Args:
         clients: builds the consumers.
@@ -406,24 +596,36 @@ async def read_state_index(
         KafkaAuthorizationError: an ACL denies Read on a topic.
         TransportError: a partition could not be read in time.
     """
-    index = StateIndex(codec)
-
-    def take_history(record: Any) -> bool:
-        numbered = parse_history_key(record.key)
-        if numbered is not None:  # else not ours: every key names a loop
-            index.put_history(*numbered, record.value)
-        return True
+    index = StateIndex(codec, fetch=history_fetch(clients, codec, history))
 
     def take_head(record: Any) -> bool:
         loop_id = parse_loop_key(record.key)
         if loop_id is not None:  # else not ours: the topic is keyed by loop id
-            index.put(loop_id, record.value, _header(record, STATE_RESTORE))
+            index.put(
+                loop_id,
+                record.value,
+                _header(record, STATE_RESTORE),
+                positioned=_header(record, STATE_HISTORY) == HISTORY_POSITIONED,
+            )
         return True
 
     # Both partitions are written by this partition's owner only, which is
     # this process from now on: the two scans see the same committed writes.
-    await _scan(clients, history, None, take_history)
     index.end_offset = await _scan(clients, tp, None, take_head)
+    wanted = index.unpositioned
+    if wanted:
+
+        def take_history(record: Any) -> bool:
+            numbered = parse_history_key(record.key)
+            if numbered is not None and numbered[0] in wanted:
+                index.put_history(*numbered, record.value)
+            return True
+
+        await _scan(clients, history, None, take_history)
+    else:
+        # No history read: still ask for Read, or a takeover would hide a
+        # missing grant until a loop's first command.
+        await _scan(clients, history, _END, lambda _record: False)
     return index
 
 
@@ -441,7 +643,7 @@ async def read_latest_states(
     index = await read_state_index(clients, codec, tp, history)
     states: dict[UUID, LoopState] = {}
     for loop_id in index.loops():
-        state = index.peek(loop_id)
+        state = await index.load(loop_id)
         if state is not None:
             states[loop_id] = state
     return SnapshotRead(states, index.unreadable, index.end_offset)

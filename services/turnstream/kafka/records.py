@@ -28,9 +28,11 @@ __all__ = [
     "DLQ_SIZE",
     "DLQ_TOPIC",
     "DLQ_TRUNCATED",
+    "HISTORY_POSITIONED",
     "PREFIX_BYTES",
     "RESTORE_SNAPSHOT",
     "RESTORE_TAIL",
+    "STATE_HISTORY",
     "STATE_RESTORE",
     "DeadLetterKind",
     "bounded_dead_letter",
@@ -57,6 +59,12 @@ RESTORE_SNAPSHOT: Final = b"snapshot"
 next command, never at a takeover."""
 RESTORE_TAIL: Final = b"tail"
 """An open turn, or a replay marker: the loop is restored at the takeover."""
+STATE_HISTORY: Final = "ts-history"
+"""Header of a head record saying how its history records are found."""
+HISTORY_POSITIONED: Final = b"offsets"
+"""The head names its history records' offsets (or has none): a takeover reads
+heads only and fetches a loop's history records by position when it needs
+them. A head without the header may need a scan of the history partition."""
 PREFIX_BYTES: Final = 1024
 """How many leading bytes of a record a bounded dead letter keeps."""
 _MAX_REASON = 512

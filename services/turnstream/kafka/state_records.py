@@ -12,6 +12,15 @@ state a reader rebuilds). A loop's state is written as
   ``history_start`` (the position of its first message); its other fields
   repeat the head it was written with.
 
+Each head also says where its history records are in the history partition
+(``history_first_offset`` and ``history_last_offset``) and each history record
+where the one before it is (``history_previous_offset``), so a reader fetches a
+loop's records by position -- one range read, or a walk back from the last --
+instead of scanning the partition for their keys: a takeover reads the heads
+only (:meth:`StateRecords.placed` fills the offsets in once the writer knows
+where the new record lands). ``-1`` means not known: the reader falls back to
+finding the records by key.
+
 So a write costs what changed since the previous one, never the whole
 conversation: a turn's two writes carry its input, its steps' messages and
 two small heads. Every record of one write is in one transaction with the
@@ -59,6 +68,27 @@ class StateRecords:
     history: LoopState | None
     kept: LoopState
 
+    def placed(self, offset: int) -> StateRecords:
+        """The records once the history record's offset is known.
+
+        The head and the kept state name ``offset`` as the last history
+        record (and as the first one when it starts a lineage).
+        """
+        if self.history is None:
+            return self
+        first = offset if self.history.history_records == 1 else None
+        update = {
+            "history_last_offset": offset,
+            "history_first_offset": (
+                first if first is not None else self.kept.history_first_offset
+            ),
+        }
+        return StateRecords(
+            self.head.model_copy(update=update),
+            self.history,
+            self.kept.model_copy(update=update),
+        )
+
 
 def split(state: LoopState, added_ids: Sequence[UUID]) -> StateRecords:
     """The records of one write of ``state``.
@@ -70,10 +100,11 @@ def split(state: LoopState, added_ids: Sequence[UUID]) -> StateRecords:
             order the fold appended them to ``recent_command_ids``.
     """
     stored = state.history_length
+    previous = state.history_last_offset
     if 0 <= stored <= len(state.messages):
         start, count, ids = stored, state.history_records, tuple(added_ids)
     else:  # a new lineage: the whole history and window in record 0
-        start, count, ids = 0, 0, state.recent_command_ids
+        start, count, ids, previous = 0, 0, state.recent_command_ids, -1
     added = state.messages[start:]
     total = len(state.messages)
     history = None
@@ -86,9 +117,19 @@ def split(state: LoopState, added_ids: Sequence[UUID]) -> StateRecords:
                 "history_length": total,
                 "history_records": count,
                 "history_start": start,
+                "history_first_offset": -1,
+                "history_last_offset": -1,
+                "history_previous_offset": previous if count > 1 else -1,
             }
         )
-    layout = {"history_length": total, "history_records": count, "history_start": 0}
+    layout: dict[str, int] = {
+        "history_length": total,
+        "history_records": count,
+        "history_start": 0,
+        "history_previous_offset": -1,
+    }
+    if count == 0 or (history is not None and count == 1):  # a lineage starts
+        layout |= {"history_first_offset": -1, "history_last_offset": -1}
     head = state.model_copy(update={"messages": (), "recent_command_ids": (), **layout})
     return StateRecords(head, history, state.model_copy(update=layout))
 

@@ -674,6 +674,9 @@ def loop_state_from(rec: Record) -> LoopState:
         history_length=_int(rec, "history_length"),
         history_records=_int(rec, "history_records"),
         history_start=_int(rec, "history_start"),
+        history_first_offset=_int(rec, "history_first_offset"),
+        history_last_offset=_int(rec, "history_last_offset"),
+        history_previous_offset=_int(rec, "history_previous_offset"),
     )
 
 

@@ -538,4 +538,7 @@ def loop_state_scalars(state: LoopState) -> Record:
         "history_length": state.history_length,
         "history_records": state.history_records,
         "history_start": state.history_start,
+        "history_first_offset": state.history_first_offset,
+        "history_last_offset": state.history_last_offset,
+        "history_previous_offset": state.history_previous_offset,
     }

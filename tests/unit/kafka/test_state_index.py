@@ -53,7 +53,7 @@ def test_state_index_decodes_no_idle_loop_at_a_takeover() -> None:
     assert len(index) == 2
 
 
-def test_state_index_keeps_the_latest_record_of_each_loop() -> None:
+async def test_state_index_keeps_the_latest_record_of_each_loop() -> None:
     """A later record replaces an earlier one, also its hint."""
     codec = default_codec()
     index = StateIndex(codec)
@@ -64,10 +64,10 @@ def test_state_index_keeps_the_latest_record_of_each_loop() -> None:
     latest = state(loop_id, turns=2)
     index.put(loop_id, codec.marshal_state(latest), RESTORE_SNAPSHOT)
     assert index.tail_loops() == []
-    assert index.peek(loop_id) == latest
+    assert await index.load(loop_id) == latest
 
 
-def test_state_index_tombstone_forgets_the_loop() -> None:
+async def test_state_index_tombstone_forgets_the_loop() -> None:
     codec = default_codec()
     index = StateIndex(codec)
     loop_id = uuid4()
@@ -75,7 +75,7 @@ def test_state_index_tombstone_forgets_the_loop() -> None:
     index.put(loop_id, None, None)
     assert not index.known(loop_id)
     assert index.tail_loops() == []
-    assert index.peek(loop_id) is None
+    assert await index.load(loop_id) is None
 
 
 def test_state_index_decodes_records_written_without_the_hint() -> None:
@@ -91,7 +91,7 @@ def test_state_index_decodes_records_written_without_the_hint() -> None:
     assert index.tail_loops() == sorted([running, marker.loop_id])
 
 
-def test_state_index_unreadable_records_make_the_loop_a_replay() -> None:
+async def test_state_index_unreadable_records_make_the_loop_a_replay() -> None:
     """Undecodable bytes, or a record naming another loop: known, replayed."""
     codec = default_codec()
     index = StateIndex(codec)
@@ -99,11 +99,11 @@ def test_state_index_unreadable_records_make_the_loop_a_replay() -> None:
     index.put(garbage, b"\x00not avro", None)
     assert index.tail_loops() == [garbage]
     assert index.known(garbage)
-    assert index.peek(garbage) is None
+    assert await index.load(garbage) is None
     # A hinted record is only found unreadable when it is decoded.
     index.put(foreign, codec.marshal_state(state(uuid4())), RESTORE_SNAPSHOT)
     assert index.tail_loops() == [garbage]
-    assert index.peek(foreign) is None
+    assert await index.load(foreign) is None
     assert index.known(foreign)
     assert index.unreadable == {garbage, foreign}
     assert index.tail_loops() == sorted([garbage, foreign])
@@ -128,7 +128,7 @@ def test_restore_hint_names_open_turns_and_replay_markers() -> None:
     assert restore_hint(marker) == RESTORE_TAIL
 
 
-def test_state_index_assembles_a_head_with_its_history_records() -> None:
+async def test_state_index_assembles_a_head_with_its_history_records() -> None:
     """Heads of the incremental layout are decoded with their history records."""
     codec = CountingCodec()
     index = StateIndex(codec)
@@ -150,12 +150,12 @@ def test_state_index_assembles_a_head_with_its_history_records() -> None:
         index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
         kept = records.kept
     assert codec.decoded == 0
-    assert index.peek(loop_id) == kept
+    assert await index.load(loop_id) == kept
     index.forget(loop_id)
-    assert index.peek(loop_id) is None
+    assert await index.load(loop_id) is None
 
 
-def test_state_index_head_without_its_history_is_a_replay() -> None:
+async def test_state_index_head_without_its_history_is_a_replay() -> None:
     codec = default_codec()
     index = StateIndex(codec)
     loop_id = uuid4()
@@ -164,12 +164,12 @@ def test_state_index_head_without_its_history_is_a_replay() -> None:
     )
     records = split(grown, [])
     index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
-    assert index.peek(loop_id) is None
+    assert await index.load(loop_id) is None
     assert index.unreadable == {loop_id}
     assert index.tail_loops() == [loop_id]
 
 
-def test_state_index_tombstone_drops_the_history_too() -> None:
+async def test_state_index_tombstone_drops_the_history_too() -> None:
     codec = default_codec()
     index = StateIndex(codec)
     loop_id = uuid4()
@@ -181,4 +181,80 @@ def test_state_index_tombstone_drops_the_history_too() -> None:
     index.put_history(loop_id, 0, codec.marshal_state(records.history))
     index.put(loop_id, None, None)
     index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
-    assert index.peek(loop_id) is None  # the old history is gone with the loop
+    assert await index.load(loop_id) is None  # the old history is gone with the loop
+
+
+async def test_state_index_fetches_a_positioned_heads_history_when_loaded() -> None:
+    """A head naming its records' offsets: the index keeps the head only and
+    fetches the records by position on the loop's first load."""
+    codec = default_codec()
+    loop_id = uuid4()
+    whole_state = LoopState(
+        session_id=SESSION,
+        loop_id=loop_id,
+        turn_index=1,
+        messages=(UserMessage(blocks=(TextBlock(text="hi"),)),),
+    )
+    records = split(whole_state, []).placed(7)
+    assert records.history is not None
+    asked: list[tuple[int, int]] = []
+
+    async def fetch(head: LoopState) -> dict[int, bytes]:
+        asked.append((head.history_first_offset, head.history_last_offset))
+        assert records.history is not None
+        return {0: codec.marshal_state(records.history)}
+
+    index = StateIndex(codec, fetch=fetch)
+    index.put(
+        loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT, positioned=True
+    )
+    assert index.unpositioned == frozenset()
+    assert asked == []
+    assert await index.load(loop_id) == records.kept
+    assert asked == [(7, 7)]
+
+
+async def test_state_index_parks_a_stored_loop_as_its_head_alone() -> None:
+    codec = default_codec()
+    loop_id = uuid4()
+    whole_state = LoopState(
+        session_id=SESSION,
+        loop_id=loop_id,
+        turn_index=1,
+        messages=(UserMessage(blocks=(TextBlock(text="x" * 5000),)),),
+    )
+    records = split(whole_state, []).placed(3)
+    assert records.history is not None
+    history = codec.marshal_state(records.history)
+
+    async def fetch(head: LoopState) -> dict[int, bytes]:
+        return {0: history}
+
+    index = StateIndex(codec, fetch=fetch)
+    index.park(records.kept)
+    assert await index.load(loop_id) == records.kept
+    # What stayed in memory was the head, not the history it names.
+    index.park(records.kept)
+    assert len(index._records[loop_id]) < 1000
+
+
+async def test_state_index_missing_fetched_records_make_the_loop_a_replay() -> None:
+    codec = default_codec()
+    loop_id = uuid4()
+    whole_state = LoopState(
+        session_id=SESSION,
+        loop_id=loop_id,
+        turn_index=1,
+        messages=(UserMessage(blocks=(TextBlock(text="hi"),)),),
+    )
+    records = split(whole_state, []).placed(7)
+
+    async def fetch(head: LoopState) -> dict[int, bytes]:
+        return {}  # compacted away, or a new lineage overwrote them
+
+    index = StateIndex(codec, fetch=fetch)
+    index.put(
+        loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT, positioned=True
+    )
+    assert await index.load(loop_id) is None
+    assert index.unreadable == frozenset({loop_id})

@@ -138,3 +138,49 @@ def test_history_keys_round_trip_and_are_not_loop_keys() -> None:
     assert parse_history_key(f"{loop_id}/-1".encode()) is None
     assert parse_history_key(None) is None
     assert isinstance(parse_history_key(history_key(loop_id, 0))[0], UUID)  # type: ignore[index]
+
+
+def test_records_name_where_the_history_records_landed() -> None:
+    """Heads carry the first and last record's offsets; each record the one before."""
+    loop_id = uuid4()
+    state = LoopState(
+        session_id=SESSION, loop_id=loop_id, messages=(message(0),), turn_index=1
+    )
+    one = split(state, []).placed(40)
+    assert one.history is not None
+    assert one.history.history_previous_offset == -1
+    assert (one.head.history_first_offset, one.head.history_last_offset) == (40, 40)
+    assert (one.kept.history_first_offset, one.kept.history_last_offset) == (40, 40)
+    grown = one.kept.model_copy(update={"messages": (message(0), message(1))})
+    two = split(grown, []).placed(57)
+    assert two.history is not None
+    assert two.history.history_previous_offset == 40
+    assert (two.head.history_first_offset, two.head.history_last_offset) == (40, 57)
+    # A head alone keeps pointing at the records already written.
+    three = split(two.kept, [])
+    assert three.history is None
+    assert three.placed(99) is three
+    assert (three.head.history_first_offset, three.head.history_last_offset) == (
+        40,
+        57,
+    )
+
+
+def test_a_new_lineage_forgets_the_old_records_offsets() -> None:
+    loop_id = uuid4()
+    state = LoopState(
+        session_id=SESSION, loop_id=loop_id, messages=(message(0),), turn_index=1
+    )
+    kept = split(state, []).placed(40).kept
+    restarted = kept.model_copy(
+        update={"messages": (message(0), message(1)), "history_length": -1}
+    )
+    again = split(restarted, [])
+    assert again.history is not None
+    assert again.history.history_previous_offset == -1
+    assert again.head.history_last_offset == -1  # until placed
+    placed = again.placed(80)
+    assert (placed.head.history_first_offset, placed.head.history_last_offset) == (
+        80,
+        80,
+    )

@@ -277,7 +277,7 @@ class PartitionJournal:
         view = self._views.get(loop_id)
         if view is not None:
             return Recovery(view.base, tuple(view.unfolded))
-        snapshot = self._snapshots.peek(loop_id)
+        snapshot = await self._snapshots.load(loop_id)
         if snapshot is not None and snapshot.journal_offset >= 0:
             if snapshot.open_turn is None:
                 events: list[EnduringEvent] = []
@@ -322,7 +322,7 @@ class PartitionJournal:
         one read from the smallest ``journal_offset`` instead of one per loop.
         """
         wanted = [i for i in loop_ids if i not in self._views]
-        snapshots = {i: self._snapshots.peek(i) for i in wanted}
+        snapshots = {i: await self._snapshots.load(i) for i in wanted}
         starts = [
             s.journal_offset
             for s in snapshots.values()

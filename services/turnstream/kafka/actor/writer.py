@@ -87,7 +87,12 @@ from turnstream.kafka.faults import (
     classify,
 )
 from turnstream.kafka.reader import record_visible, restore_hint
-from turnstream.kafka.records import STATE_RESTORE, loop_key
+from turnstream.kafka.records import (
+    HISTORY_POSITIONED,
+    STATE_HISTORY,
+    STATE_RESTORE,
+    loop_key,
+)
 from turnstream.kafka.state_records import StateRecords, history_key, split
 from turnstream.kafka.topology import TopicNames
 from turnstream.state import LoopState
@@ -185,6 +190,15 @@ class _Outcome:
     probe_offset: int | None = None
 
 
+@dataclass(slots=True)
+class _SentStates:
+    """What :meth:`PartitionWriter._send_states` handed to the producer."""
+
+    history: list[asyncio.Future[Any]] = field(default_factory=list)
+    planned_history: list[int] = field(default_factory=list)
+    futures: list[asyncio.Future[Any]] = field(default_factory=list)
+
+
 class _MemberCancelled(Exception):
     """A request's caller gave up before the commit: retry without it."""
 
@@ -248,6 +262,8 @@ class PartitionWriter:
         # Where the next record of the events partition lands if nothing but
         # this writer's transactions reach it; None: not known (slow way).
         self._next_offset: int | None = None
+        # The same for the history partition (heads name their records' offsets).
+        self._next_history: int | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -639,8 +655,68 @@ class PartitionWriter:
         producer = self._producer
         # Taken, not peeked: any failure below leaves it unknown.
         predicted, self._next_offset = self._next_offset, None
+        history_at, self._next_history = self._next_history, None
         self._phase = _Phase.OPEN
         await producer.begin_transaction()
+        event_futures, other_futures = await self._send_events(batch)
+        resolving = [u for r in batch for u in _resolves(r)]
+        target = self._ledger.committable(resolving)
+        if predicted is None:
+            offsets = [await _all(sent) for sent in event_futures]
+            states = await self._send_states(
+                batch, _offset_ranges(offsets), target, outcome, history_at
+            )
+        else:
+            planned = _planned_ranges(batch, predicted)
+            states = await self._send_states(
+                batch, planned, target, outcome, history_at
+            )
+            offsets = [await _all(sent) for sent in event_futures]
+            if _offset_ranges(offsets) != planned:
+                await self._mispredicted()
+        other_futures += states.futures
+        history_offsets = [m.offset for m in await _all(states.history)]
+        if history_offsets != states.planned_history:
+            await self._mispredicted()
+        for metas in offsets:
+            if metas and outcome.probe is None:
+                outcome.probe, outcome.probe_offset = self._events_tp, metas[0].offset
+        written = await _all(other_futures)
+        if outcome.probe is None and written:
+            outcome.probe = TopicPartition(written[0].topic, written[0].partition)
+            outcome.probe_offset = written[0].offset
+        committed = self._ledger.committed
+        if target is not None and (committed is None or target > committed):
+            await producer.send_offsets_to_transaction(
+                {self._commands_tp: target}, self._group_id
+            )
+            outcome.offset = target
+        if any(r.reply.cancelled() for r in batch):
+            await producer.abort_transaction()
+            self._phase = _Phase.IDLE
+            raise _MemberCancelled
+        self._phase = _Phase.COMMITTING
+        await producer.commit_transaction()
+        self._phase = _Phase.IDLE
+        last = max((m.offset for metas in offsets for m in metas), default=None)
+        # After this transaction's last record comes its commit marker.
+        self._next_offset = predicted if last is None else last + 2
+        self._next_history = history_offsets[-1] + 2 if history_offsets else history_at
+
+    async def _mispredicted(self) -> None:
+        """Records did not land where predicted: abort, write again the slow way."""
+        await self._producer.abort_transaction()
+        self._phase = _Phase.IDLE
+        self._metrics.offset_mispredictions += 1
+        raise _Mispredicted
+
+    async def _send_events(
+        self, batch: list[_Request]
+    ) -> tuple[list[list[asyncio.Future[Any]]], list[asyncio.Future[Any]]]:
+        """Hand each request's events (or dead letter) to the producer.
+
+        Returns each request's event delivery futures, and the dead letters'.
+        """
         event_futures: list[list[asyncio.Future[Any]]] = []
         other_futures: list[asyncio.Future[Any]] = []
         for request in batch:
@@ -667,45 +743,7 @@ class PartitionWriter:
                     )
                 )
             event_futures.append(sent)
-        resolving = [u for r in batch for u in _resolves(r)]
-        target = self._ledger.committable(resolving)
-        if predicted is None:
-            offsets = [await _all(sent) for sent in event_futures]
-            other_futures += await self._send_states(
-                batch, _offset_ranges(offsets), target, outcome
-            )
-        else:
-            planned = _planned_ranges(batch, predicted)
-            other_futures += await self._send_states(batch, planned, target, outcome)
-            offsets = [await _all(sent) for sent in event_futures]
-            if _offset_ranges(offsets) != planned:
-                await producer.abort_transaction()
-                self._phase = _Phase.IDLE
-                self._metrics.offset_mispredictions += 1
-                raise _Mispredicted
-        for metas in offsets:
-            if metas and outcome.probe is None:
-                outcome.probe, outcome.probe_offset = self._events_tp, metas[0].offset
-        written = await _all(other_futures)
-        if outcome.probe is None and written:
-            outcome.probe = TopicPartition(written[0].topic, written[0].partition)
-            outcome.probe_offset = written[0].offset
-        committed = self._ledger.committed
-        if target is not None and (committed is None or target > committed):
-            await producer.send_offsets_to_transaction(
-                {self._commands_tp: target}, self._group_id
-            )
-            outcome.offset = target
-        if any(r.reply.cancelled() for r in batch):
-            await producer.abort_transaction()
-            self._phase = _Phase.IDLE
-            raise _MemberCancelled
-        self._phase = _Phase.COMMITTING
-        await producer.commit_transaction()
-        self._phase = _Phase.IDLE
-        last = max((m.offset for metas in offsets for m in metas), default=None)
-        # After this transaction's last record comes its commit marker.
-        self._next_offset = predicted if last is None else last + 2
+        return event_futures, other_futures
 
     async def _send_states(
         self,
@@ -713,13 +751,18 @@ class PartitionWriter:
         ranges: list[range],
         target: int | None,
         outcome: _Outcome,
-    ) -> list[asyncio.Future[Any]]:
-        """Hand each request's state record to the producer; their futures.
+        history_at: int | None,
+    ) -> _SentStates:
+        """Hand each request's state records to the producer.
 
         ``ranges[i]``: the offsets of request ``i``'s events, known or planned.
-        The states written are kept in ``outcome.states``.
+        The history records go first; each head names where its history
+        record lands: predicted from ``history_at`` when known (checked before
+        the commit), else learnt by waiting for the history records' delivery
+        (one more round trip). The states written are kept in ``outcome.states``.
         """
-        futures: list[asyncio.Future[Any]] = []
+        sent = _SentStates()
+        split_up: list[tuple[int, StateRecords]] = []
         for index, (request, events) in enumerate(zip(batch, ranges, strict=True)):
             if not isinstance(request, _Append) or request.state is None:
                 continue
@@ -731,54 +774,79 @@ class PartitionWriter:
                     "command_offset": target if target is not None else -1,
                 }
             )
-            kept, records = self._state_records(split(state, request.added_ids))
-            outcome.states[index] = kept
-            for topic, key, value, headers in records:
-                futures.append(
+            if state.history_records > 0 and state.history_first_offset < 0:
+                # A lineage whose records' offsets are unknown (written before
+                # heads named them): start it over, so readers fetch by offset.
+                state = state.model_copy(update={"history_length": -1})
+            records, data = self._history_value(split(state, request.added_ids))
+            if data is not None:
+                assert records.history is not None  # noqa: S101 - data is its value
+                number = records.history.history_records - 1
+                sent.history.append(
                     await self._send(
-                        topic,
-                        value,
-                        key=key,
+                        self._topics.history,
+                        data,
+                        key=history_key(records.head.loop_id, number),
                         partition=self.partition,
-                        headers=headers,
+                        headers=self._codec.kafka_headers(records.history),
                     )
                 )
-        return futures
+            split_up.append((index, records))
+        if history_at is not None:
+            sent.planned_history = list(
+                range(history_at, history_at + len(sent.history))
+            )
+        else:
+            metas = await _all(sent.history)
+            sent.planned_history = [m.offset for m in metas]
+        placed = iter(sent.planned_history)
+        for index, records in split_up:
+            written = (
+                records if records.history is None else records.placed(next(placed))
+            )
+            outcome.states[index] = written.kept
+            head = written.head
+            headers = [
+                *self._codec.kafka_headers(head),
+                (STATE_RESTORE, restore_hint(head)),
+                (STATE_HISTORY, HISTORY_POSITIONED),
+            ]
+            sent.futures.append(
+                await self._send(
+                    self._topics.loops,
+                    self._codec.marshal_state(head),
+                    key=loop_key(head.loop_id),
+                    partition=self.partition,
+                    headers=headers,
+                )
+            )
+        return sent
 
-    def _state_records(
+    def _history_value(
         self, records: StateRecords
-    ) -> tuple[LoopState, list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]]]:
-        """The state to keep, and its records (topic, key, value, headers)."""
-        head, history, kept = records.head, records.history, records.kept
-        loop_id = head.loop_id
-        sends = []
-        if history is not None:
-            limit = self._settings.state_max_bytes - _STATE_OVERHEAD
-            try:
-                data = self._codec.marshal_state(history)
-            except EncodeError:
-                data = b""
-            if not data or len(data) > limit:
-                # Too large for the loops topic: a head that sends restore to a
-                # full replay of the journal (never a stale state), and the
-                # next write starts the history over.
-                head = head.model_copy(
-                    update={"journal_offset": -1, "history_length": -1}
-                )
-                kept = kept.model_copy(
-                    update={"history_length": -1, "history_records": 0}
-                )
-            else:
-                key = history_key(loop_id, history.history_records - 1)
-                headers = self._codec.kafka_headers(history)
-                sends.append((self._topics.history, key, data, headers))
-        headers = [
-            *self._codec.kafka_headers(head),
-            (STATE_RESTORE, restore_hint(head)),
-        ]
-        value = self._codec.marshal_state(head)
-        sends.append((self._topics.loops, loop_key(loop_id), value, headers))
-        return kept, sends
+    ) -> tuple[StateRecords, bytes | None]:
+        """The records to write, and the history record's value (if any)."""
+        history = records.history
+        if history is None:
+            return records, None
+        limit = self._settings.state_max_bytes - _STATE_OVERHEAD
+        try:
+            data = self._codec.marshal_state(history)
+        except EncodeError:
+            data = b""
+        if data and len(data) <= limit:
+            return records, data
+        # Too large for the history topic: a head that sends restore to a full
+        # replay of the journal (never a stale state), and the next write
+        # starts the history over.
+        unknown = {"history_first_offset": -1, "history_last_offset": -1}
+        head = records.head.model_copy(
+            update={"journal_offset": -1, "history_length": -1, **unknown}
+        )
+        kept = records.kept.model_copy(
+            update={"history_length": -1, "history_records": 0, **unknown}
+        )
+        return StateRecords(head, None, kept), None
 
     def _succeed(self, batch: list[_Request], outcome: _Outcome) -> None:
         now = time.monotonic()
