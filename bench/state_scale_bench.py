@@ -74,7 +74,12 @@ from turnstream.ids import LoopId
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.reader import read_latest_states, restore_hint
-from turnstream.kafka.records import STATE_RESTORE, loop_key
+from turnstream.kafka.records import (
+    HISTORY_POSITIONED,
+    STATE_HISTORY,
+    STATE_RESTORE,
+    loop_key,
+)
 from turnstream.kafka.state_records import history_key, split
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.subscription import EventFilter
@@ -364,8 +369,13 @@ async def _write_idle_loops(
             "history_records": 0,
         }
     )
+    # The bench is the history partition's only writer (no transactions, so
+    # no markers): record i lands at start + i, as the service predicts its
+    # own offsets; every delivery is checked against the prediction.
+    at = await _end(bootstrap, topics.history)
     try:
         pending = []
+        placed: list[tuple[asyncio.Future[Any], int]] = []
         for seed in range(count):
             loop_id = LoopId(uuid.uuid4())
             loops.append(loop_id)
@@ -377,15 +387,17 @@ async def _write_idle_loops(
                 )
                 assert records.history is not None
                 number = records.head.history_records - 1
-                pending.append(
-                    await producer.send(
-                        topics.history,
-                        codec.marshal_state(records.history),
-                        key=history_key(loop_id, number),
-                        partition=0,
-                        headers=codec.kafka_headers(records.history),
-                    )
+                sent = await producer.send(
+                    topics.history,
+                    codec.marshal_state(records.history),
+                    key=history_key(loop_id, number),
+                    partition=0,
+                    headers=codec.kafka_headers(records.history),
                 )
+                pending.append(sent)
+                placed.append((sent, at))
+                records = records.placed(at)
+                at += 1
                 kept = records.kept
             head = records.head
             pending.append(
@@ -397,16 +409,30 @@ async def _write_idle_loops(
                     headers=[
                         *codec.kafka_headers(head),
                         (STATE_RESTORE, restore_hint(head)),
+                        (STATE_HISTORY, HISTORY_POSITIONED),
                     ],
                 )
             )
             if len(pending) >= 20_000:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
+                await _settle(pending, placed)
+        await _settle(pending, placed)
     finally:
         await producer.stop()
     return loops
+
+
+async def _settle(
+    pending: list[asyncio.Future[Any]], placed: list[tuple[asyncio.Future[Any], int]]
+) -> None:
+    """Wait for every delivery; fail if a history record missed its offset."""
+    await asyncio.gather(*pending)
+    for sent, offset in placed:
+        if sent.result().offset != offset:
+            raise RuntimeError(
+                f"history record landed at {sent.result().offset}, not {offset}"
+            )
+    pending.clear()
+    placed.clear()
 
 
 async def takeover_case(bootstrap: str, idle_loops: int, probes: int) -> dict[str, Any]:

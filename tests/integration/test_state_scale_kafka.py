@@ -37,7 +37,7 @@ from turnstream.content import AIMessage, UserMessage
 from turnstream.ids import LoopId
 from turnstream.kafka import reader as reader_module
 from turnstream.kafka.actor.metrics import ServiceMetrics
-from turnstream.kafka.reader import history_fetch, read_latest_states
+from turnstream.kafka.reader import HistoryReader, read_latest_states
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.state_records import history_key
 from turnstream.kafka.topology import TopicNames
@@ -134,12 +134,18 @@ async def test_state_writes_carry_what_changed_and_restore_equals_the_journal(
             with pytest.MonkeyPatch.context() as patch:
                 patch.setattr(reader_module, "_DENSE_SPAN", -1 if walk else 4096)
                 patch.setattr(reader_module, "_SPARSE_FACTOR", 0 if walk else 4)
-                fetched = await history_fetch(
+                reader = HistoryReader(
                     clients_for(kafka_bootstrap),
                     default_codec(),
                     TopicPartition(names.history, 0),
-                )(heads[-1])
+                )
+                try:
+                    fetched = await reader.fetch(heads[-1])
+                    again = await reader.fetch(heads[-1])  # the consumer reused
+                finally:
+                    await reader.close()
             assert sorted(fetched) == list(range(6))
+            assert again == fetched
 
         read = await read_latest_states(
             clients_for(kafka_bootstrap),

@@ -9,7 +9,7 @@ scan always ends:
   compacted loops partition, kept undecoded (:class:`StateIndex`): a takeover
   decodes only the loops that need their journal tail, every other loop is
   decoded on its next command, its history records fetched then by the
-  offsets its head names (:func:`history_fetch`);
+  offsets its head names (:class:`HistoryReader`);
 * :func:`read_latest_states`: the same, every loop decoded (tools, tests);
 * :func:`read_journal`: events of one events partition from an offset,
   optionally only those of some loops (filtered by key before decoding);
@@ -27,7 +27,7 @@ imports the wire codec; never the runtime's actor.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -55,10 +55,10 @@ from turnstream.wire import Codec
 __all__ = [
     "DeadLetterEntry",
     "HistoryFetch",
+    "HistoryReader",
     "JournalEntry",
     "SnapshotRead",
     "StateIndex",
-    "history_fetch",
     "read_dead_letters",
     "read_journal",
     "read_latest_states",
@@ -468,19 +468,37 @@ _SPARSE_FACTOR = 4
 one by one."""
 
 
-def history_fetch(
-    clients: KafkaClients, codec: Codec, history: TopicPartition
-) -> HistoryFetch:
-    """Fetch a head's history records from ``history`` by the offsets it names.
+class HistoryReader:
+    """One history partition's records, fetched by the offsets heads name.
 
     Records close together (a loop that talked for a while) are read in one
     pass from the first to the last; records far apart (a loop used now and
     then among many) are fetched by walking back from the last record, each
     naming the offset of the one before it. Either way the reads touch the
-    loop's records, never the whole partition.
+    loop's records, never the whole partition. One consumer, started on the
+    first fetch and kept until :meth:`close`, serves every fetch in turn, so a
+    loop's first command after a takeover costs a fetch, not a new connection.
+
+    Args:
+        clients: builds the consumer.
+        codec: decodes the records walked through (their previous offsets).
+        tp: the history partition.
     """
 
-    async def fetch(head: LoopState) -> dict[int, bytes]:
+    def __init__(self, clients: KafkaClients, codec: Codec, tp: TopicPartition) -> None:
+        self._clients = clients
+        self._codec = codec
+        self._tp = tp
+        self._consumer: Any = None
+        self._lock = asyncio.Lock()
+
+    async def fetch(self, head: LoopState) -> dict[int, bytes]:
+        """``head``'s history records by number (missing ones left out).
+
+        Raises:
+            KafkaAuthorizationError: an ACL denies Read on the history topic.
+            TransportError: the partition could not be read in time.
+        """
         first, last, count = (
             head.history_first_offset,
             head.history_last_offset,
@@ -488,90 +506,106 @@ def history_fetch(
         )
         if first < 0 or last < first:
             return {}
-        if last - first < max(_DENSE_SPAN, _SPARSE_FACTOR * count):
-            return await _read_span(clients, history, head.loop_id, first, last)
-        return await _walk_back(
-            clients, codec, history, loop_id=head.loop_id, last=last, count=count
-        )
+        seconds = self._clients.connection.request_timeout
+        async with self._lock:
+            try:
+                consumer = await self._open(seconds)
+                if last - first < max(_DENSE_SPAN, _SPARSE_FACTOR * count):
+                    return await self._span(consumer, head.loop_id, first, last)
+                return await self._walk(consumer, head.loop_id, last, count)
+            except (TimeoutError, KafkaError, OSError) as exc:
+                await self._reset(seconds)
+                raise transport_error(
+                    f"read {self._tp.topic}[{self._tp.partition}]",
+                    exc,
+                    security=self._clients.security,
+                    permission="Read",
+                    resource=self._tp.topic,
+                ) from exc
 
-    return fetch
+    async def close(self) -> None:
+        """Stop the consumer, if one was started."""
+        async with self._lock:
+            await self._reset(self._clients.connection.request_timeout)
 
+    async def _open(self, seconds: float) -> Any:
+        if self._consumer is None:
+            consumer = self._clients.consumer(
+                "reader", read_committed=True, auto_offset_reset="earliest"
+            )
+            await start_client(
+                consumer,
+                seconds=seconds,
+                operation="start reader",
+                security=self._clients.security,
+            )
+            consumer.assign([self._tp])
+            self._consumer = consumer
+        return self._consumer
 
-async def _read_span(
-    clients: KafkaClients, tp: TopicPartition, loop_id: UUID, first: int, last: int
-) -> dict[int, bytes]:
-    found: dict[int, bytes] = {}
+    async def _reset(self, seconds: float) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await stop_client(consumer, seconds=seconds)
 
-    def take(record: Any) -> bool:
-        numbered = parse_history_key(record.key)
-        if numbered is not None and numbered[0] == loop_id and record.value:
-            found[numbered[1]] = record.value
-        return bool(record.offset < last)
+    async def _span(
+        self, consumer: Any, loop_id: UUID, first: int, last: int
+    ) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        consumer.seek(self._tp, first)
+        async for record in self._records(consumer, last):
+            numbered = parse_history_key(record.key)
+            if numbered is not None and numbered[0] == loop_id and record.value:
+                found[numbered[1]] = record.value
+        return found
 
-    await _scan(clients, tp, first, take)
-    return found
-
-
-async def _walk_back(
-    clients: KafkaClients,
-    codec: Codec,
-    tp: TopicPartition,
-    *,
-    loop_id: UUID,
-    last: int,
-    count: int,
-) -> dict[int, bytes]:
-    """Follow ``history_previous_offset`` from ``last``: one fetch per record."""
-    found: dict[int, bytes] = {}
-    seconds = clients.connection.request_timeout
-    consumer = clients.consumer(
-        "reader", read_committed=True, auto_offset_reset="earliest"
-    )
-    await start_client(
-        consumer, seconds=seconds, operation="start reader", security=clients.security
-    )
-    try:
-        consumer.assign([tp])
+    async def _walk(
+        self, consumer: Any, loop_id: UUID, last: int, count: int
+    ) -> dict[int, bytes]:
+        """Follow ``history_previous_offset`` from ``last``: one fetch per record."""
+        found: dict[int, bytes] = {}
         offset = last
         while offset >= 0 and len(found) < count:
-            consumer.seek(tp, offset)
-            record = await _record_at(consumer, tp, offset, seconds)
+            consumer.seek(self._tp, offset)
+            record = None
+            async for candidate in self._records(consumer, offset):
+                record = candidate if candidate.offset == offset else None
             numbered = None if record is None else parse_history_key(record.key)
             if record is None or numbered is None or numbered[0] != loop_id:
-                return found  # compacted away or not the loop's: incomplete
+                break  # compacted away or not the loop's: incomplete
             found[numbered[1]] = record.value
             try:
-                previous = codec.unmarshal_state(record.value).history_previous_offset
+                previous = self._codec.unmarshal_state(
+                    record.value
+                ).history_previous_offset
             except DecodeError:
-                return found
+                break
             if previous >= offset:
-                return found
+                break
             offset = previous
-    except (TimeoutError, KafkaError, OSError) as exc:
-        raise transport_error(
-            f"read {tp.topic}[{tp.partition}]",
-            exc,
-            security=clients.security,
-            permission="Read",
-            resource=tp.topic,
-        ) from exc
-    finally:
-        await stop_client(consumer, seconds=seconds)
-    return found
+        return found
 
+    async def _records(self, consumer: Any, last: int) -> AsyncIterator[Any]:
+        """Records from the consumer's position up to ``last`` (inclusive).
 
-async def _record_at(
-    consumer: Any, tp: TopicPartition, offset: int, seconds: float
-) -> Any:
-    """The record at ``offset`` (``None``: gone, the next one is past it)."""
-    async with asyncio.timeout(seconds):
+        Ends early when the partition holds nothing more (records compacted
+        away at the end); each fetch is bounded by the request timeout.
+        """
+        seconds = self._clients.connection.request_timeout
         while True:
-            batch = await consumer.getmany(tp, timeout_ms=_FETCH_MS)
-            for record in batch.get(tp, ()):
-                if record.offset == offset:
-                    return record
-                if record.offset > offset:
-                    return None
+            async with asyncio.timeout(seconds):
+                batch = await consumer.getmany(self._tp, timeout_ms=_FETCH_MS)
+            records = batch.get(self._tp, ())
+            for record in records:
+                if record.offset > last:
+                    return
+                yield record
+                if record.offset == last:
+                    return
+            if not records:
+                async with asyncio.timeout(seconds):
+                    if await consumer.position(self._tp) > last:
+                        return
 
 
 async def read_state_index(
@@ -579,6 +613,7 @@ async def read_state_index(
     codec: Codec,
     tp: TopicPartition,
     history: TopicPartition,
+    fetch: HistoryFetch = _no_fetch,
 ) -> StateIndex:
     """The latest head record per loop of one partition of the state topics.
 
@@ -591,12 +626,14 @@ async def read_state_index(
         codec: decodes what must be decoded at once.
         tp: the compacted loops partition (the heads).
         history: the same partition of the compacted history topic.
+        fetch: reads a loop's history records by the offsets its head names
+            (:meth:`HistoryReader.fetch`).
 
     Raises:
         KafkaAuthorizationError: an ACL denies Read on a topic.
         TransportError: a partition could not be read in time.
     """
-    index = StateIndex(codec, fetch=history_fetch(clients, codec, history))
+    index = StateIndex(codec, fetch=fetch)
 
     def take_head(record: Any) -> bool:
         loop_id = parse_loop_key(record.key)
@@ -640,12 +677,16 @@ async def read_latest_states(
     Raises:
         TransportError: a partition could not be read in time.
     """
-    index = await read_state_index(clients, codec, tp, history)
-    states: dict[UUID, LoopState] = {}
-    for loop_id in index.loops():
-        state = await index.load(loop_id)
-        if state is not None:
-            states[loop_id] = state
+    reader = HistoryReader(clients, codec, history)
+    try:
+        index = await read_state_index(clients, codec, tp, history, reader.fetch)
+        states: dict[UUID, LoopState] = {}
+        for loop_id in index.loops():
+            state = await index.load(loop_id)
+            if state is not None:
+                states[loop_id] = state
+    finally:
+        await reader.close()
     return SnapshotRead(states, index.unreadable, index.end_offset)
 
 

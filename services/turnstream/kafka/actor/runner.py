@@ -65,7 +65,7 @@ from turnstream.kafka.actor.writer import (
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import PartitionClosedError
-from turnstream.kafka.reader import read_state_index
+from turnstream.kafka.reader import HistoryReader, read_state_index
 from turnstream.kafka.records import DeadLetterKind
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.actor import LoopActor, LoopStatus
@@ -185,6 +185,7 @@ class PartitionRunner:
         self.next_offset: int | None = None
         """The offset after the last record this runner took (``None``: none yet)."""
         self._journal: PartitionJournal | None = None
+        self._history: HistoryReader | None = None
         self._writer_task: asyncio.Task[None] | None = None
         self._sweeper_task: asyncio.Task[None] | None = None
         self.writer = PartitionWriter(
@@ -231,11 +232,14 @@ class PartitionRunner:
         self._writer_task = ctx.spawn(
             self.writer.run(), f"writer-{ctx.topics.commands}-{self.partition}"
         )
+        history = TopicPartition(ctx.topics.history, self.partition)
+        self._history = HistoryReader(ctx.clients, ctx.codec, history)
         snapshots = await read_state_index(
             ctx.clients,
             ctx.codec,
             TopicPartition(ctx.topics.loops, self.partition),
-            TopicPartition(ctx.topics.history, self.partition),
+            history,
+            self._history.fetch,
         )
         self._journal = PartitionJournal(
             partition=self.partition,
@@ -660,6 +664,8 @@ class PartitionRunner:
         if live:
             await asyncio.wait([e.task for e in live], timeout=wait)
         self._live.clear()
+        if self._history is not None:
+            await self._history.close()
         await self.writer.close()
         if self._writer_task is not None:
             await asyncio.wait([self._writer_task], timeout=wait)
