@@ -31,6 +31,7 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     collect_garbage,
     collect_until,
     committed_state_records,
+    committed_state_records_at,
     connect,
     count_type,
     delete_topic_set,
@@ -127,22 +128,25 @@ def start_service(
     )
 
 
-async def plain_record(lane: Lane) -> None:
+async def plain_record(lane: Lane, topic: str | None = None) -> None:
     """A record the service never wrote (misrouted, not Avro), not transactional."""
     producer = AIOKafkaProducer(bootstrap_servers=lane.bootstrap, acks="all")
     await producer.start()
     try:
         await producer.send_and_wait(
-            lane.topics.events, b"not an event", key=b"stray", partition=0
+            topic or lane.topics.events, b"not an event", key=b"stray", partition=0
         )
     finally:
         await producer.stop()
 
 
-def foreign_transaction(*, commit: bool) -> Callable[[Lane], Awaitable[None]]:
+def foreign_transaction(
+    *, commit: bool, history: bool = False
+) -> Callable[[Lane], Awaitable[None]]:
     """Another transactional producer's record, committed or aborted."""
 
     async def write(lane: Lane) -> None:
+        topic = lane.topics.history if history else lane.topics.events
         producer = AIOKafkaProducer(
             bootstrap_servers=lane.bootstrap,
             transactional_id=f"{lane.prefix}foreign-{uuid.uuid4().hex[:8]}",
@@ -150,11 +154,7 @@ def foreign_transaction(*, commit: bool) -> Callable[[Lane], Awaitable[None]]:
         await producer.start()
         try:
             await producer.begin_transaction()
-            await (
-                await producer.send(
-                    lane.topics.events, b"foreign", key=b"stray", partition=0
-                )
-            )
+            await (await producer.send(topic, b"foreign", key=b"stray", partition=0))
             if commit:
                 await producer.commit_transaction()
             else:
@@ -214,5 +214,75 @@ async def test_snapshots_point_past_the_loop_journal_despite_foreign_writes(
             # Restored on its first command, from the snapshot alone (idle).
             assert restored.restores["snapshot"] == 1
             await check_loop_snapshots(lane, loop_id)
+        finally:
+            await session.close()
+
+
+async def check_history_offsets(lane: Lane, loop_id: LoopId) -> LoopState:
+    """The loop's latest head names where its history records really are."""
+    heads = [s for s in await committed_snapshots(lane) if s.loop_id == loop_id]
+    head = heads[-1]
+    placed = {
+        state.history_records - 1: (offset, state)
+        for offset, key, state in await committed_state_records_at(
+            lane.bootstrap, lane.topics.history
+        )
+        if key.startswith(str(loop_id).encode())
+    }
+    numbers = range(head.history_records)
+    assert head.history_first_offset == placed[0][0]
+    assert head.history_last_offset == placed[head.history_records - 1][0]
+    assert [placed[n][1].history_previous_offset for n in numbers] == [
+        -1,
+        *(placed[n][0] for n in numbers[:-1]),
+    ]
+    return head
+
+
+async def test_heads_name_their_history_records_despite_foreign_writes(
+    lane: Lane,
+) -> None:
+    """The history partition's offsets are predicted as the events' are: a
+    foreign write there costs one transaction written again, and every head
+    still names where its records are, so a new owner restores the loop by
+    fetching them by position."""
+    loop_id = LoopId(uuid.uuid4())
+    script = [text_step(f"answer {i}") for i in range(8)]
+    models = Models(by_loop={loop_id: ScriptedModel(script)})
+    metrics = ServiceMetrics()
+    async with running(start_service(lane, models, metrics)):
+        session = await connect(lane.bootstrap, lane.topics)
+        try:
+            for text in ("one", "two"):
+                await turn(session, loop_id, text)
+                await check_history_offsets(lane, loop_id)
+            missed = metrics.offset_mispredictions
+
+            async def plain_history(lane: Lane) -> None:
+                await plain_record(lane, lane.topics.history)
+
+            foreign = (
+                plain_history,
+                foreign_transaction(commit=True, history=True),
+                foreign_transaction(commit=False, history=True),
+            )
+            for count, write in enumerate(foreign, start=1):
+                await write(lane)
+                await turn(session, loop_id, f"after {count}")
+                await check_history_offsets(lane, loop_id)
+                assert metrics.offset_mispredictions == missed + count
+        finally:
+            await session.close()
+
+    after = ScriptedModel([text_step("restored")])
+    models.by_loop[loop_id] = after
+    restored = ServiceMetrics()
+    async with running(start_service(lane, models, restored)):
+        session = await connect(lane.bootstrap, lane.topics)
+        try:
+            await turn(session, loop_id, "still here")
+            assert restored.restores["snapshot"] == 1
+            # The model saw all five earlier turns, fetched by position.
+            assert len(after.requests[0].messages) == 11
         finally:
             await session.close()
