@@ -106,6 +106,9 @@ class LoopState(BaseModel):
         history_records: how many history records hold them.
         history_start: in a history record, the position of its first
             message in the loop's history.
+        deleted: a client's ``DeleteLoop`` deleted the loop (``LoopDeleted``):
+            the state is the loop's deleted marker (no history); every later
+            input is refused, by any owner.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -127,3 +130,4 @@ class LoopState(BaseModel):
     history_length: int = Field(default=-1, ge=-1)
     history_records: int = Field(default=0, ge=0)
     history_start: int = Field(default=0, ge=0)
+    deleted: bool = False
