@@ -88,7 +88,12 @@ from turnstream.kafka.faults import (
 )
 from turnstream.kafka.reader import record_visible, restore_hint
 from turnstream.kafka.records import STATE_RESTORE, loop_key
-from turnstream.kafka.state_records import StateRecords, history_key, split
+from turnstream.kafka.state_records import (
+    StateRecords,
+    erased_history_keys,
+    history_key,
+    split,
+)
 from turnstream.kafka.topology import TopicNames
 from turnstream.state import LoopState
 from turnstream.wire import Codec, EncodeError
@@ -156,6 +161,7 @@ class _Append:
     started: float
     on_commit: Callable[[LoopState | None], None] | None = None
     added_ids: tuple[UUID, ...] = ()
+    erase_history: int = 0
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -388,6 +394,7 @@ class PartitionWriter:
         *,
         on_commit: Callable[[LoopState | None], None] | None = None,
         added_ids: Sequence[UUID] = (),
+        erase_history: int = 0,
     ) -> LoopState | None:
         """Commit ``events`` (and ``state``) in a transaction; wait for it.
 
@@ -395,6 +402,8 @@ class PartitionWriter:
         (:mod:`~turnstream.kafka.state_records`): ``added_ids`` are the command
         ids resolved since the loop's previous state write, so a long
         conversation's state costs what changed, not its size.
+        ``erase_history`` history records of the loop (``0 .. n - 1``) are
+        tombstoned in the same transaction (a deleted loop's).
 
         A caller that stops waiting (cancelled, timed out) withdraws the request
         if its transaction has not reached the commit yet; past that point the
@@ -429,6 +438,7 @@ class PartitionWriter:
                 started=time.monotonic(),
                 on_commit=on_commit,
                 added_ids=tuple(added_ids),
+                erase_history=erase_history,
             )
         )
         self._wake.set()
@@ -625,7 +635,7 @@ class PartitionWriter:
         self._denial = denied
         self._metrics.ready = False
 
-    async def _send(self, topic: str, value: bytes, **kwargs: Any) -> Any:
+    async def _send(self, topic: str, value: bytes | None, **kwargs: Any) -> Any:
         """Hand one record to the producer; return its delivery future.
 
         Every delivery future gets a callback that retrieves its exception, so
@@ -733,6 +743,8 @@ class PartitionWriter:
             )
             kept, records = self._state_records(split(state, request.added_ids))
             outcome.states[index] = kept
+            erased = erased_history_keys(request.loop_id, request.erase_history)
+            records += [(self._topics.history, key, None, []) for key in erased]
             for topic, key, value, headers in records:
                 futures.append(
                     await self._send(
@@ -747,11 +759,13 @@ class PartitionWriter:
 
     def _state_records(
         self, records: StateRecords
-    ) -> tuple[LoopState, list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]]]:
+    ) -> tuple[
+        LoopState, list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]]
+    ]:
         """The state to keep, and its records (topic, key, value, headers)."""
         head, history, kept = records.head, records.history, records.kept
         loop_id = head.loop_id
-        sends = []
+        sends: list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]] = []
         if history is not None:
             limit = self._settings.state_max_bytes - _STATE_OVERHEAD
             try:
