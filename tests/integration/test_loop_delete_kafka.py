@@ -11,7 +11,8 @@ cleaner backs off 1 s), so "gone after compaction" is observed, not assumed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from uuid import UUID, uuid4
 
 import pytest
@@ -20,6 +21,7 @@ from tests.support.eventually import assert_eventually
 from tests.support.kafka import consume_all, create_topic
 from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
     Models,
+    apply_topic_set,
     clients_for,
     collect_garbage,
     collect_garbage_late,
@@ -29,7 +31,9 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
     service_for,
     unique_prefix,
 )
+from typer.testing import CliRunner
 
+from turnstream.cli.main import app
 from turnstream.events import (
     LoopDeleted,
     RejectReason,
@@ -237,3 +241,71 @@ async def test_deleted_loop_is_refused_by_every_owner_and_its_state_compacted(
     assert kept.messages == fold_loop([e.event for e in journal]).messages
     assert len(kept.messages) >= 2 * kept.turn_index
     assert read.states[gone].messages == ()
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """In-process CLI runs configure the root logger: put it back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+async def _cli(bootstrap: str, prefix: str, *args: str) -> tuple[int, str]:
+    result = await asyncio.to_thread(
+        CliRunner().invoke,
+        app,
+        [*args, "--bootstrap", bootstrap, "--topic-prefix", prefix],
+        env={"COLUMNS": "400"},
+    )
+    return result.exit_code, " ".join(result.output.split())
+
+
+async def test_loops_delete_command(kafka_bootstrap: str) -> None:
+    """``turnstream loops delete``: exit 0 when deleted (and when deleted
+    already), 1 for a loop of which nothing is stored and when no actor
+    answers in time; ``loops list`` shows the loop as deleted.
+    """
+    prefix = unique_prefix("delete-cli")
+    names = await apply_topic_set(kafka_bootstrap, prefix, partitions=1)
+    loop_id = LoopId(uuid4())
+    try:
+        service = service_for(
+            kafka_bootstrap, names, group_id=f"{prefix}g", models=Models()
+        )
+        async with running(service):
+            session = await connect(kafka_bootstrap, names)
+            async with session:
+                outcome = await session.submit_and_wait(
+                    "hello", loop_id=loop_id, timeout=WAIT
+                )
+                assert outcome.status is TurnStatus.DONE
+            code, out = await _cli(
+                kafka_bootstrap, prefix, "loops", "delete", str(loop_id)
+            )
+            assert (code, out) == (0, f"deleted loop {loop_id}")
+            code, out = await _cli(
+                kafka_bootstrap, prefix, "loops", "delete", str(loop_id)
+            )
+            assert (code, out) == (0, f"loop {loop_id} was deleted already")
+            missing = uuid4()
+            code, out = await _cli(
+                kafka_bootstrap, prefix, "loops", "delete", str(missing)
+            )
+            assert code == 1, out
+            assert f"loop {missing}: not deleted (unknown_loop:" in out
+            code, out = await _cli(kafka_bootstrap, prefix, "loops", "list")
+            assert code == 0, out
+            assert f"{loop_id} agent=it turns=1 deleted" in out
+        code, out = await _cli(
+            kafka_bootstrap, prefix, "loops", "delete", str(loop_id), "--wait", "2"
+        )
+        assert code == 1, out
+        assert "no answer within 2 s" in out
+    finally:
+        await delete_topic_set(kafka_bootstrap, prefix)
