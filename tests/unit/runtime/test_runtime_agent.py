@@ -511,6 +511,29 @@ async def test_deleted_loop_refuses_input_and_a_second_delete_after_restore() ->
     assert len(loop.of(LoopStarted)) == 1  # a deleted loop is never announced again
 
 
+async def test_delete_right_after_a_shutdown_still_deletes() -> None:
+    """A DeleteLoop queued behind a client's Shutdown of an idle loop is taken
+    after the loop stopped: LoopStopped, then LoopDeleted.
+    """
+    model = ScriptedModel([text_step("a")])
+    loop = Loop(host_of(Agent(name="a", model="m"), model=model))
+    actor = await loop.start()
+    await run_until_idle(actor, submit(loop.loop_id))
+    actor = await loop.start(restore=True)
+    task = asyncio.create_task(actor.run())
+    await actor.started()
+    delete = delete_loop(loop.loop_id)
+    actor.post(shutdown(loop.loop_id))
+    actor.post(delete)
+    async with asyncio.timeout(5):
+        await task
+    assert [type(e).__name__ for e in loop.events()][-2:] == [
+        "LoopStopped",
+        "LoopDeleted",
+    ]
+    assert loop.of(LoopDeleted)[0].reply_to() == delete.command_id
+
+
 async def test_shutdown_reopens_when_the_agent_allows_it() -> None:
     """reopen_after_shutdown: the next submit starts a turn and clears the stop."""
     model = ScriptedModel([text_step("a"), text_step("b")])

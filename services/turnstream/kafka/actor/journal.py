@@ -24,6 +24,11 @@ its terminal), each a small head plus a history record of what changed since
 the previous write (:mod:`~turnstream.kafka.state_records`): the messages and
 the ids of the commands answered since.
 
+The commit of ``LoopDeleted`` writes the deleted loop's marker head and
+tombstones every history record of the loop that may be stored: up to the
+highest record number the takeover's index held of it (every lineage's, also
+those past its head's count) or written since.
+
 While the partition is being handed over (:meth:`PartitionJournal.close_for_handover`)
 only what ends a running turn may still be committed; inputs that were merely
 queued stay unanswered, so the next owner reads and runs them. While it drains

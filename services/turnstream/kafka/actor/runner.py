@@ -14,7 +14,10 @@ commands partition and lives until that partition is revoked (or lost):
   partition's transaction, without stalling it); a command the loop has
   already applied is skipped (its durable command mark, or its answer);
   everything else goes to the loop's actor (one actor per loop, the loop's
-  single writer) with its offset, created or restored on demand;
+  single writer) with its offset, created or restored on demand -- only an
+  input creates a loop; a ``DeleteLoop`` of a loop the partition holds
+  nothing of is answered ``TurnRejected{unknown_loop}`` here, without an
+  actor or a state record;
 * while the group rebalances the runner simply keeps going (its turns run
   and commit; no new records arrive); if the partition comes back to this
   process it carries on from :attr:`PartitionRunner.next_offset`;
@@ -413,7 +416,10 @@ class PartitionRunner:
         """
         if actor is None:
             if isinstance(command, DeleteLoop):
-                await self._unknown_loop(offset, command)
+                # Noted before the answer is written, which must not stall
+                # the partition's next records.
+                self.writer.note_awaiting(offset, command.command_id)
+                self._ctx.spawn(self._unknown_loop(command), "unknown-loop")
                 return
             self.writer.note_processed(offset)
             return
@@ -440,14 +446,13 @@ class PartitionRunner:
             if restarted is not None and not (self._closing or self.broken):
                 restarted.post(command, offset)
 
-    async def _unknown_loop(self, offset: int, command: DeleteLoop) -> None:
+    async def _unknown_loop(self, command: DeleteLoop) -> None:
         """Answer a ``DeleteLoop`` of a loop this partition holds nothing of.
 
         ``TurnRejected{unknown_loop}``, written alone: no state record, so the
         loop stays unknown (its first input would start it afresh).
         """
         ctx = self._ctx
-        self.writer.note_awaiting(offset, command.command_id)
         factory = EventFactory(
             session_id=SessionId(command.session_id),
             loop_id=LoopId(command.loop_id),
