@@ -1,7 +1,8 @@
 """Commands: what clients send to a loop.
 
 Owns :class:`SubmitInput`, :class:`Interrupt`, :class:`RespondGate`,
-:class:`Retract`, :class:`Shutdown` and the :data:`Command` union. Commands are
+:class:`Retract`, :class:`Shutdown`, :class:`DeleteLoop` and the :data:`Command`
+union. Commands are
 fire-and-forget: the outcome arrives as an event whose ``reply_to()`` (or, for
 interrupts and gate answers, whose effect) names the command. Every command is
 addressed to one loop; on Kafka the loop id is the record key. Imports only
@@ -23,6 +24,7 @@ __all__ = [
     "AnyCommand",
     "Command",
     "CommandBase",
+    "DeleteLoop",
     "Interrupt",
     "RespondGate",
     "Retract",
@@ -104,7 +106,20 @@ class Shutdown(CommandBase):
     type: Literal["Shutdown"] = "Shutdown"
 
 
-AnyCommand = SubmitInput | Interrupt | RespondGate | Retract | Shutdown
+class DeleteLoop(CommandBase):
+    """Delete the loop: stop it, drop its state, refuse every later input.
+
+    Its turn is interrupted and queued input returned; then ``LoopDeleted``
+    is committed, in the same transaction as the removal of the loop's state
+    (its history records tombstoned, its head replaced by a small deleted
+    marker). Later inputs are answered ``TurnRejected{loop_deleted}`` by any
+    owner. The journal keeps the loop's events until its retention.
+    """
+
+    type: Literal["DeleteLoop"] = "DeleteLoop"
+
+
+AnyCommand = SubmitInput | Interrupt | RespondGate | Retract | Shutdown | DeleteLoop
 """Every command, for ``match`` dispatch ending in ``assert_never``."""
 
 Command = Annotated[AnyCommand, Field(discriminator="type")]

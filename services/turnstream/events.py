@@ -55,6 +55,7 @@ __all__ = [
     "Header",
     "InputCancelled",
     "InputQueued",
+    "LoopDeleted",
     "LoopIdle",
     "LoopStarted",
     "LoopStopped",
@@ -137,6 +138,12 @@ class RejectReason(StrEnum):
     TURN_ENDED = "turn_ended"
     """An ``Interrupt`` named a turn that is no longer running (the answer
     to that interrupt; no turn was cancelled)."""
+    LOOP_DELETED = "loop_deleted"
+    """The loop was deleted (``LoopDeleted``): every later input is refused,
+    by any owner. Also the answer to a ``DeleteLoop`` of a deleted loop."""
+    UNKNOWN_LOOP = "unknown_loop"
+    """A ``DeleteLoop`` named a loop of which nothing is stored (nothing was
+    deleted)."""
 
 
 class CancelReason(StrEnum):
@@ -147,6 +154,8 @@ class CancelReason(StrEnum):
     TURN_FAILED = "turn_failed"
     UNKNOWN = "unknown"
     """A reason this reader does not know (the schema's default symbol)."""
+    LOOP_DELETED = "loop_deleted"
+    """The loop was deleted (``DeleteLoop``) before the input ran."""
 
 
 class GateCloseReason(StrEnum):
@@ -308,6 +317,23 @@ class LoopStopped(EventBase):
     DELIVERY = Delivery.ENDURING
     PROFILE = Profile.LOOP
     type: Literal["LoopStopped"] = "LoopStopped"
+
+
+class LoopDeleted(EventBase):
+    """A client's ``DeleteLoop`` deleted the loop: the answer to that command.
+
+    Committed after the loop's turn ended and its queued input was returned,
+    in the same transaction that removes the loop's state (history records
+    tombstoned, the head replaced by a small deleted marker). Every later
+    input is refused ``TurnRejected{loop_deleted}``, by any owner. The
+    journal is never compacted: the loop's earlier events stay until the
+    topic's retention removes them.
+    """
+
+    DELIVERY = Delivery.ENDURING
+    PROFILE = Profile.LOOP
+    REPLY = True
+    type: Literal["LoopDeleted"] = "LoopDeleted"
 
 
 class LoopIdle(EventBase):
@@ -589,6 +615,7 @@ AnyEvent = (
     | GateResolved
     | LoopStopped
     | TurnResumed
+    | LoopDeleted
 )
 """Every event, for ``match`` dispatch ending in ``assert_never``."""
 
@@ -614,6 +641,7 @@ EnduringEvent = (
     | GateResolved
     | LoopStopped
     | TurnResumed
+    | LoopDeleted
 )
 
 EVENT_TYPES: tuple[type[EventBase], ...] = (
@@ -637,6 +665,7 @@ EVENT_TYPES: tuple[type[EventBase], ...] = (
     GateResolved,
     LoopStopped,
     TurnResumed,
+    LoopDeleted,
 )
 EPHEMERAL_EVENT_TYPES = tuple(
     t for t in EVENT_TYPES if t.DELIVERY is Delivery.EPHEMERAL

@@ -114,6 +114,9 @@ class LoopState(BaseModel):
             ``n - 1`` is (``-1``: none, or not known). With the head's last
             offset these let a reader fetch a loop's history records by
             position instead of scanning the partition for their keys.
+        deleted: a client's ``DeleteLoop`` deleted the loop (``LoopDeleted``):
+            the state is the loop's deleted marker (no history); every later
+            input is refused, by any owner.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -138,3 +141,4 @@ class LoopState(BaseModel):
     history_first_offset: int = Field(default=-1, ge=-1)
     history_last_offset: int = Field(default=-1, ge=-1)
     history_previous_offset: int = Field(default=-1, ge=-1)
+    deleted: bool = False

@@ -35,7 +35,10 @@ from tests.interop.programs import (
 from tests.support.eventually import assert_eventually
 from tests.support.kafka import consume_all, delete_topics, list_topics
 
-from turnstream.events import TurnDone, TurnStarted
+from turnstream.events import LoopDeleted, TurnDone, TurnStarted
+from turnstream.ids import LoopId
+from turnstream.kafka.client.session import KafkaSession
+from turnstream.kafka.topology import TopicNames
 from turnstream.wire import Topic
 
 pytestmark = [
@@ -189,14 +192,23 @@ async def assert_answered(actor_run: ActorRun, submitted: list[Submitted]) -> No
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def finished(actor_run: ActorRun, submitted: list[Submitted]) -> ActorRun:
-    """The run once every turn is done and the actor has stopped cleanly.
+    """The run once every turn is done, one loop deleted, and the actor stopped.
 
-    Stopping it first makes the topics quiescent, so the readers and Python
-    see the very same records.
+    The deletion puts a ``DeleteLoop`` on the commands topic, ``LoopDeleted``
+    in the journal and a deleted marker on the loops topic, which every reader
+    must decode too. Stopping the actor first makes the topics quiescent, so
+    the readers and Python see the very same records.
     """
     await assert_eventually(
         lambda: assert_answered(actor_run, submitted), timeout=WAIT, interval=0.5
     )
+    topics = TopicNames.with_affixes(prefix=actor_run.prefix)
+    async with await KafkaSession.connect(
+        actor_run.bootstrap, topics=topics
+    ) as session:
+        async with asyncio.timeout(WAIT):
+            answer = await session.delete_loop(LoopId(uuid.UUID(submitted[0].loop_id)))
+    assert isinstance(answer, LoopDeleted), answer
     actor_run.process.send_signal(signal.SIGTERM)
     async with asyncio.timeout(WAIT):
         _, logs = await actor_run.process.communicate()

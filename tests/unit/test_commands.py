@@ -20,6 +20,7 @@ from turnstream.commands import (
     AnyCommand,
     Command,
     CommandBase,
+    DeleteLoop,
     Interrupt,
     RespondGate,
     Retract,
@@ -29,7 +30,7 @@ from turnstream.commands import (
 from turnstream.content import TextBlock, UserMessage
 from turnstream.events import Agency
 
-COMMAND_TYPES = [SubmitInput, Interrupt, RespondGate, Retract, Shutdown]
+COMMAND_TYPES = [SubmitInput, Interrupt, RespondGate, Retract, Shutdown, DeleteLoop]
 
 
 def _base() -> dict[str, Any]:

@@ -35,6 +35,7 @@ from turnstream.events import (
     Header,
     InputCancelled,
     InputQueued,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     LoopStopped,
@@ -81,6 +82,7 @@ EVENT_TABLE = [
     (GateResolved, D, Profile.STEP, False),
     (LoopStopped, D, Profile.LOOP, False),
     (TurnResumed, D, Profile.TURN, False),
+    (LoopDeleted, D, Profile.LOOP, True),
 ]
 
 
@@ -132,13 +134,14 @@ def test_type_tuples_partition_the_events() -> None:
 
 
 def test_reply_implementations() -> None:
-    """TestReplyImplementations: exactly these five turn-relevant Replies."""
+    """TestReplyImplementations: the five turn-relevant Replies and LoopDeleted."""
     assert set(REPLY_EVENT_TYPES) == {
         InputQueued,
         TurnRejected,
         TurnStarted,
         TurnFoldedInto,
         InputCancelled,
+        LoopDeleted,
     }
 
 

@@ -65,6 +65,7 @@ from turnstream.events import (
     GateOpened,
     GateResolved,
     InputCancelled,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     LoopStopped,
@@ -616,6 +617,7 @@ def _apply(  # noqa: PLR0911 - one return per event type
         case (
             LoopIdle()
             | LoopStopped()
+            | LoopDeleted()
             | TurnRejected()
             | TurnFoldedInto()
             | InputCancelled()

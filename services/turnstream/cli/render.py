@@ -38,6 +38,7 @@ from turnstream.events import (
     GateResolved,
     InputCancelled,
     InputQueued,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     LoopStopped,
@@ -215,6 +216,8 @@ class EventRenderer:
                 return f"{agent}model={event.model or '-'}"
             case LoopIdle() | LoopStopped():
                 return ""
+            case LoopDeleted():
+                return f"command={short_id(event.reply_to())}"
             case InputQueued():
                 return f"command={short_id(event.reply_to())}"
             case TurnRejected():

@@ -407,6 +407,15 @@ class StateIndex:
         self._tail.discard(loop_id)
         self._unreadable.discard(loop_id)
 
+    def history_count(self, loop_id: UUID) -> int:
+        """One past the highest history record number held of ``loop_id``.
+
+        Counts every lineage's records still on the partition, not only those
+        the loop's head names: what deleting the loop must tombstone.
+        """
+        numbers = self._history.get(loop_id)
+        return max(numbers) + 1 if numbers else 0
+
     def forget(self, loop_id: UUID) -> None:
         """Drop ``loop_id``'s records: its owner now keeps the loop's state."""
         self._records.pop(loop_id, None)

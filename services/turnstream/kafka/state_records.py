@@ -27,6 +27,13 @@ two small heads. Every record of one write is in one transaction with the
 events that made it true, and compaction keeps every history record (each
 key is written once per lineage) and the latest head.
 
+A **deleted** loop (``LoopState.deleted``, after ``LoopDeleted``) is written
+as its head alone, a small *deleted marker* without history
+(``history_length`` and ``history_records`` 0): every later owner finds it
+and refuses the loop's input. The write that commits ``LoopDeleted`` also
+tombstones the loop's history records (:func:`erased_history_keys`), so
+compaction removes them; the marker replaces the last head.
+
 A *lineage* starts at position 0 whenever the writer does not know what is
 already stored (a loop restored by replaying its journal, or from a record
 written before this layout, whose ``history_length`` is ``-1``): its first
@@ -47,7 +54,15 @@ from turnstream.content import Conversation
 from turnstream.runtime.input_queue import SEEN_WINDOW
 from turnstream.state import LoopState
 
-__all__ = ["StateRecords", "assemble", "history_key", "parse_history_key", "split"]
+__all__ = [
+    "StateRecords",
+    "assemble",
+    "deleted_marker",
+    "erased_history_keys",
+    "history_key",
+    "parse_history_key",
+    "split",
+]
 
 _SEPARATOR = "/"
 
@@ -99,6 +114,9 @@ def split(state: LoopState, added_ids: Sequence[UUID]) -> StateRecords:
         added_ids: the command ids resolved since the previous write, in the
             order the fold appended them to ``recent_command_ids``.
     """
+    if state.deleted:
+        marker = deleted_marker(state)
+        return StateRecords(marker, None, marker)
     stored = state.history_length
     previous = state.history_last_offset
     if 0 <= stored <= len(state.messages):
@@ -132,6 +150,33 @@ def split(state: LoopState, added_ids: Sequence[UUID]) -> StateRecords:
         layout |= {"history_first_offset": -1, "history_last_offset": -1}
     head = state.model_copy(update={"messages": (), "recent_command_ids": (), **layout})
     return StateRecords(head, history, state.model_copy(update=layout))
+
+
+def deleted_marker(state: LoopState) -> LoopState:
+    """The head record of a deleted loop: who it was, nothing it said."""
+    return state.model_copy(
+        update={
+            "messages": (),
+            "recent_command_ids": (),
+            "open_turn": None,
+            "deleted": True,
+            "stopped": True,
+            "history_length": 0,
+            "history_records": 0,
+            "history_start": 0,
+            "history_first_offset": -1,
+            "history_last_offset": -1,
+            "history_previous_offset": -1,
+        }
+    )
+
+
+def erased_history_keys(loop_id: UUID, records: int) -> list[bytes]:
+    """The keys of ``loop_id``'s history records ``0 .. records - 1``.
+
+    Tombstoned (value ``None``) by the write that deletes the loop.
+    """
+    return [history_key(loop_id, number) for number in range(records)]
 
 
 def assemble(head: LoopState, history: Mapping[int, LoopState]) -> LoopState | None:

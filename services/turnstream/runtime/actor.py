@@ -20,7 +20,14 @@ from __future__ import annotations
 import asyncio
 from typing import TypeVar, assert_never
 
-from turnstream.commands import Interrupt, RespondGate, Retract, Shutdown, SubmitInput
+from turnstream.commands import (
+    DeleteLoop,
+    Interrupt,
+    RespondGate,
+    Retract,
+    Shutdown,
+    SubmitInput,
+)
 from turnstream.content import UserMessage
 from turnstream.events import RejectReason
 from turnstream.ids import CommandId, LoopId, SessionId
@@ -62,7 +69,7 @@ from turnstream.state import LoopState
 __all__ = ["LoopActor", "LoopStatus"]
 
 T = TypeVar("T")
-Command = SubmitInput | Retract | RespondGate | Interrupt | Shutdown
+Command = SubmitInput | Retract | RespondGate | Interrupt | Shutdown | DeleteLoop
 
 
 def _settle(future: asyncio.Future[T], value: T) -> None:
@@ -369,6 +376,8 @@ class LoopActor:
                 await machine.on_interrupt_command(command)
             case Shutdown():
                 await machine.on_shutdown(durable=True)
+            case DeleteLoop():
+                await machine.on_delete(command)
             case _:
                 assert_never(command)
 
@@ -394,8 +403,15 @@ class LoopActor:
                     if command_id not in machine.seen:
                         machine.seen.add(command_id)
                         await self._writer.reject(
-                            command_id, RejectReason.SHUTTING_DOWN
+                            command_id,
+                            RejectReason.LOOP_DELETED
+                            if machine.deleted
+                            else RejectReason.SHUTTING_DOWN,
                         )
+                case Posted(command=DeleteLoop() as delete):
+                    # Taken after the stop: deleted now, without a turn to end
+                    # (a handover refuses the commit: the next owner runs it).
+                    await machine.delete_stopped(delete)
                 case InterruptRequest() | CommitRequest():
                     _settle(message.reply, False)
                 case DrainRequest():

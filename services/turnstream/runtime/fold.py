@@ -11,6 +11,7 @@ optional earlier snapshot) to :class:`~turnstream.state.LoopState`:
 ``TurnDone``/``Failed``/``Int…``   close the open turn (adds nothing)
 ``TurnResumed``                    the open turn's resume count
 ``LoopStopped``                    stopped (a later ``TurnStarted`` reopens)
+``LoopDeleted``                    deleted and stopped; history dropped
 ``GateOpened``/``GateResolved``    the open turn's unresolved gates
 ``PermissionRequested``            its gate's tool name and summary
 ``PermissionDecided``              the open step's access decisions (so is an
@@ -38,6 +39,7 @@ from turnstream.events import (
     GateOpened,
     GateResolved,
     InputCancelled,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     LoopStopped,
@@ -85,6 +87,7 @@ def fold_loop(
         recent=list(base.recent_command_ids),
         updated_at=base.updated_at,
         stopped=base.stopped,
+        deleted=base.deleted,
     )
     for event in events:
         if event.header.loop_id != base.loop_id:
@@ -100,6 +103,7 @@ def fold_loop(
             "recent_command_ids": tuple(dict.fromkeys(fold.recent))[-SEEN_WINDOW:],
             "updated_at": fold.updated_at,
             "stopped": fold.stopped,
+            "deleted": fold.deleted,
         }
     )
 
@@ -114,8 +118,9 @@ class _Fold:
     recent: list[UUID]
     updated_at: datetime | None
     stopped: bool
+    deleted: bool
 
-    def apply(self, event: EnduringEvent) -> None:
+    def apply(self, event: EnduringEvent) -> None:  # noqa: PLR0912 - one case per type
         if event.header.created_at is not None:
             self.updated_at = event.header.created_at
         replied = event.reply_to()
@@ -154,10 +159,18 @@ class _Fold:
                 self._turn(event)
             case LoopStopped():
                 self.stopped = True
+            case LoopDeleted():
+                self._delete()
             case LoopIdle() | TurnRejected() | InputCancelled():
                 pass
             case _:
                 assert_never(event)
+
+    def _delete(self) -> None:
+        """Nothing of the conversation outlives the deletion."""
+        self.deleted = self.stopped = True
+        self.messages.clear()
+        self.open_turn = None
 
     def _turn(
         self,

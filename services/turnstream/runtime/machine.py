@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TypeVar
 from uuid import UUID
 
-from turnstream.commands import Interrupt, RespondGate, Retract, SubmitInput
+from turnstream.commands import DeleteLoop, Interrupt, RespondGate, Retract, SubmitInput
 from turnstream.content import Conversation, UserMessage
 from turnstream.events import (
     Agency,
@@ -109,6 +110,7 @@ class _Closing:
         returned: the entries returned as ``InputCancelled{reason}``.
         stop: the loop stops after the turn (no ``LoopIdle``).
         stop_durably: ... with a ``LoopStopped`` (a client's shutdown).
+        delete: ... with a ``LoopDeleted`` (a client's ``DeleteLoop``).
         parks: the commit ends with ``LoopIdle``.
     """
 
@@ -116,6 +118,7 @@ class _Closing:
     reason: CancelReason
     stop: bool = False
     stop_durably: bool = False
+    delete: bool = False
     parks: bool = False
 
 
@@ -175,6 +178,9 @@ class LoopMachine:
         self.status = LoopStatus.IDLE
         self._stopped = state.stopped if state else False
         self._stop_durably = False
+        self._deleted = state.deleted if state else False
+        # The DeleteLoop being applied (its LoopDeleted not committed yet).
+        self._deleting: Cause | None = None
         self._turn_index = state.turn_index if state else 0
         self._messages: list[Conversation] = list(state.messages) if state else []
         self._inbox = Inbox(config.inbox_capacity)
@@ -194,6 +200,11 @@ class LoopMachine:
     def parked(self) -> bool:
         """Idle with no turn: nothing left to start."""
         return self.status is LoopStatus.IDLE and self._active is None
+
+    @property
+    def deleted(self) -> bool:
+        """Whether the loop's ``LoopDeleted`` is committed."""
+        return self._deleted
 
     def snapshot(self) -> LoopState:
         """The committed state (history is exactly what the journal holds)."""
@@ -217,6 +228,7 @@ class LoopMachine:
             applied_command_offset=progress.applied,
             pending_command_offsets=progress.pending,
             stopped=self._stopped,
+            deleted=self._deleted,
         )
 
     def abandon_gates(self) -> None:
@@ -266,6 +278,8 @@ class LoopMachine:
     ) -> tuple[RejectReason, str] | None:
         """Why this loop refuses ``command`` before it becomes a turn, if it does."""
         config = self.config
+        if self._deleted or self._deleting is not None:
+            return RejectReason.LOOP_DELETED, "the loop was deleted"
         if self.status in (LoopStatus.SHUTTING_DOWN, LoopStatus.STOPPED):
             return RejectReason.SHUTTING_DOWN, ""
         if not config.hosted:
@@ -614,14 +628,80 @@ class LoopMachine:
             if not active.cancelling:
                 active.cancel(self._mail, self.config.drain_timeout)
             return
-        await self._writer.cancel_inputs(
-            self._inbox.take_all(), CancelReason.TURN_INTERRUPTED, None
-        )
-        await self._stopped_for_good()
+        returned = self._inbox.take_all()
+        if self._deleting is not None:
+            # The returned inputs and LoopDeleted: one commit.
+            cancelled = self._writer.cancelled_events(
+                returned, CancelReason.LOOP_DELETED, None
+            )
+            await self._commit_deleted(cancelled)
+        else:
+            await self._writer.cancel_inputs(
+                returned, CancelReason.TURN_INTERRUPTED, None
+            )
+            await self._stopped_for_good()
         self.status = LoopStatus.STOPPED
 
+    async def on_delete(self, command: DeleteLoop) -> None:
+        """Apply a ``DeleteLoop``: stop as a client's shutdown does, then delete.
+
+        The running turn is interrupted and queued input returned
+        (``InputCancelled{loop_deleted}``); ``LoopDeleted`` is committed after
+        them -- with the terminal when it can -- and the loop's history is
+        dropped. A loop deleted already answers ``TurnRejected{loop_deleted}``.
+        """
+        command_id = CommandId(command.command_id)
+        if command_id in self.seen:
+            return  # a redelivered command: it was resolved already
+        self.seen.add(command_id)
+        if self._deleted or self._deleting is not None:
+            await self._writer.reject(
+                command_id, RejectReason.LOOP_DELETED, "the loop is deleted already"
+            )
+            return
+        self._deleting = Cause(command_id=command_id, agency=command.agency)
+        await self.on_shutdown(durable=True)
+
+    async def delete_stopped(self, command: DeleteLoop) -> None:
+        """Apply a ``DeleteLoop`` taken after the loop stopped (nothing runs)."""
+        command_id = CommandId(command.command_id)
+        if command_id in self.seen:
+            return
+        self.seen.add(command_id)
+        if self._deleted:
+            await self._writer.reject(
+                command_id, RejectReason.LOOP_DELETED, "the loop is deleted already"
+            )
+            return
+        self._deleting = Cause(command_id=command_id, agency=command.agency)
+        await self._commit_deleted([])
+
+    async def _commit_deleted(self, before: Sequence[EnduringEvent]) -> None:
+        """Commit ``before`` and ``LoopDeleted`` together; then forget history."""
+        cause = self._deleting
+        if cause is None:
+            return
+        events = [*before, self._writer.deleted_event(cause)]
+        if not await self._writer.commit(events, apply=self._forget_history):
+            # Unanswered: the command is read again by the partition's next
+            # owner (or this one, after a rebuild).
+            _log.warning("LoopDeleted not committed; the loop is not deleted")
+            self._deleting = None
+
+    def _forget_history(self) -> None:
+        """After ``LoopDeleted`` is durable: nothing of the conversation stays."""
+        self._deleted = self._stopped = True
+        self._deleting = None
+        self._messages.clear()
+
     async def _stopped_for_good(self) -> None:
-        """Commit ``LoopStopped`` after a client's shutdown (after everything else)."""
+        """Commit ``LoopStopped`` after a client's shutdown (after everything else).
+
+        A deletion commits ``LoopDeleted`` instead.
+        """
+        if self._deleting is not None:
+            await self._commit_deleted([])
+            return
         if not self._stop_durably or self._stopped or not self.config.hosted:
             return
 
@@ -695,13 +775,17 @@ class LoopMachine:
         everything = [*inbox.draining, *inbox.entries()]  # the take_all order
         interrupted = isinstance(outcome, Interrupted)
         if self.status is LoopStatus.SHUTTING_DOWN:
-            durably = self._stop_durably and not self._stopped and self.config.hosted
-            reason = (
-                CancelReason.TURN_INTERRUPTED
-                if interrupted
-                else CancelReason.TURN_FAILED
+            delete = self._deleting is not None
+            durably = (
+                not delete
+                and self._stop_durably
+                and not self._stopped
+                and self.config.hosted
             )
-            return _Closing(everything, reason, stop=True, stop_durably=durably)
+            reason = self._stop_reason(interrupted)
+            return _Closing(
+                everything, reason, stop=True, stop_durably=durably, delete=delete
+            )
         if isinstance(outcome, Failed):
             return _Closing(everything, CancelReason.TURN_FAILED, parks=True)
         if interrupted:
@@ -719,6 +803,8 @@ class LoopMachine:
             self._inbox.requeue_draining()
         if closing.stop_durably:
             self._stopped = True
+        if closing.delete:
+            self._forget_history()
 
     async def _end_together(
         self,
@@ -752,6 +838,8 @@ class LoopMachine:
             events += writer.cancelled_events(closing.returned, closing.reason, ended)
             if closing.stop_durably:
                 events.append(writer.stopped_event())
+            if closing.delete and self._deleting is not None:
+                events.append(writer.deleted_event(self._deleting))
             if closing.parks:
                 events.append(writer.idle_event())
             opening = await self._chained(closing) if chain else None
@@ -828,11 +916,7 @@ class LoopMachine:
     ) -> None:
         interrupted = isinstance(outcome, Interrupted)
         if self.status is LoopStatus.SHUTTING_DOWN:
-            reason = (
-                CancelReason.TURN_INTERRUPTED
-                if interrupted
-                else CancelReason.TURN_FAILED
-            )
+            reason = self._stop_reason(interrupted)
             await self._writer.cancel_inputs(
                 self._inbox.take_all(), reason, active.ended
             )
@@ -856,6 +940,14 @@ class LoopMachine:
         self._inbox.requeue_draining()
         if not await self._start_next():  # chained: no LoopIdle in between
             await self._writer.park()
+
+    def _stop_reason(self, interrupted: bool) -> CancelReason:
+        """Why a stop returns the queued inputs."""
+        if self._deleting is not None:
+            return CancelReason.LOOP_DELETED
+        if interrupted:
+            return CancelReason.TURN_INTERRUPTED
+        return CancelReason.TURN_FAILED
 
     async def _start_next(self) -> bool:
         """Start the front entry; ``True`` iff a turn started.

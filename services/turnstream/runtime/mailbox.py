@@ -31,7 +31,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from turnstream.commands import Interrupt, RespondGate, Retract, Shutdown, SubmitInput
+from turnstream.commands import (
+    DeleteLoop,
+    Interrupt,
+    RespondGate,
+    Retract,
+    Shutdown,
+    SubmitInput,
+)
 from turnstream.content import Conversation
 from turnstream.events import EnduringEvent
 from turnstream.ids import CommandId
@@ -119,7 +126,7 @@ class Mailbox(Generic[M]):
         return taken
 
 
-ClientCommand = SubmitInput | Retract | RespondGate | Interrupt | Shutdown
+ClientCommand = SubmitInput | Retract | RespondGate | Interrupt | Shutdown | DeleteLoop
 """Every command a client sends a loop."""
 
 

@@ -34,6 +34,7 @@ from turnstream.events import (
     EphemeralEvent,
     InputCancelled,
     InputQueued,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     LoopStopped,
@@ -164,6 +165,10 @@ class LoopWriter:
     def stopped_event(self) -> LoopStopped:
         """A ``LoopStopped`` for this loop (a client's shutdown)."""
         return LoopStopped(header=self.factory.header())
+
+    def deleted_event(self, cause: Cause) -> LoopDeleted:
+        """A ``LoopDeleted`` answering the ``DeleteLoop`` of ``cause``."""
+        return LoopDeleted(header=self.factory.header(cause=cause))
 
     def idle_event(self) -> LoopIdle:
         """A ``LoopIdle`` for this loop (unstamped)."""

@@ -24,6 +24,7 @@ from turnstream.events import (
     GateResolved,
     InputCancelled,
     InputQueued,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     LoopStopped,
@@ -76,6 +77,8 @@ def describe(event: AnyEvent) -> Described:  # noqa: PLR0911, PLR0912 - one case
             return (name, event.model)
         case LoopIdle() | LoopStopped():
             return (name,)
+        case LoopDeleted():
+            return (name, event.reply_to())
         case InputQueued():
             return (name, event.reply_to())
         case TurnRejected():

@@ -26,6 +26,7 @@ from uuid import UUID
 
 from turnstream.commands import (
     AnyCommand,
+    DeleteLoop,
     Interrupt,
     RespondGate,
     Retract,
@@ -67,6 +68,7 @@ from turnstream.events import (
     Header,
     InputCancelled,
     InputQueued,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     LoopStopped,
@@ -441,6 +443,7 @@ EVENT_READERS: dict[str, EventReader] = {
     ),
     "LoopIdle": lambda h, r: LoopIdle(header=h),
     "LoopStopped": lambda h, r: LoopStopped(header=h),
+    "LoopDeleted": lambda h, r: LoopDeleted(header=h),
     "InputQueued": lambda h, r: InputQueued(header=h),
     "TurnRejected": lambda h, r: TurnRejected(
         header=h, reason=_enum(RejectReason, r, "reason"), detail=_str(r, "detail")
@@ -607,6 +610,7 @@ COMMAND_READERS: dict[str, CommandReader] = {
         {**_base(env), "target_command_id": _uuid(r, "target_command_id")}
     ),
     "Shutdown": lambda env, r: Shutdown.model_validate(_base(env)),
+    "DeleteLoop": lambda env, r: DeleteLoop.model_validate(_base(env)),
 }
 """Command readers keyed by the payload record's short name."""
 
@@ -671,6 +675,7 @@ def loop_state_from(rec: Record) -> LoopState:
         applied_command_offset=_int(rec, "applied_command_offset"),
         pending_command_offsets=_offsets(rec, "pending_command_offsets"),
         stopped=_bool(rec, "stopped"),
+        deleted=_bool(rec, "deleted"),
         history_length=_int(rec, "history_length"),
         history_records=_int(rec, "history_records"),
         history_start=_int(rec, "history_start"),

@@ -22,6 +22,7 @@ from uuid import UUID
 
 from turnstream.commands import (
     AnyCommand,
+    DeleteLoop,
     Interrupt,
     RespondGate,
     Retract,
@@ -58,6 +59,7 @@ from turnstream.events import (
     Header,
     InputCancelled,
     InputQueued,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     LoopStopped,
@@ -324,7 +326,7 @@ def payload_record(event: AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
     match event:
         case LoopStarted():
             return {"model": event.model, "display_name": event.display_name}
-        case LoopIdle() | InputQueued() | LoopStopped():
+        case LoopIdle() | InputQueued() | LoopStopped() | LoopDeleted():
             return {}
         case TurnRejected():
             return {"reason": event.reason.value, "detail": event.detail}
@@ -458,7 +460,7 @@ def _command_payload(command: AnyCommand) -> Record:
             }
         case Interrupt():
             return {"turn_id": _opt_uuid(command.turn_id)}
-        case Shutdown():
+        case Shutdown() | DeleteLoop():
             return {}
         case RespondGate():
             return {"gate_id": _uuid(command.gate_id), "action": command.action}
@@ -535,6 +537,7 @@ def loop_state_scalars(state: LoopState) -> Record:
         "applied_command_offset": state.applied_command_offset,
         "pending_command_offsets": list(state.pending_command_offsets),
         "stopped": state.stopped,
+        "deleted": state.deleted,
         "history_length": state.history_length,
         "history_records": state.history_records,
         "history_start": state.history_start,

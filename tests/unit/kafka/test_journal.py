@@ -24,6 +24,7 @@ from turnstream.events import (
     FailureKind,
     Header,
     InputCancelled,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     RejectReason,
@@ -39,6 +40,8 @@ from turnstream.kafka.actor.journal import PartitionJournal
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
 from turnstream.kafka.reader import StateIndex
+from turnstream.kafka.records import RESTORE_SNAPSHOT
+from turnstream.kafka.state_records import split
 from turnstream.state import LoopState
 from turnstream.wire import default_codec
 
@@ -51,6 +54,7 @@ class FakeWriter:
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], LoopState | None]] = []
         self.added: list[tuple[str, list[UUID]]] = []
+        self.erased: list[int] = []
         self.fail = False
 
     async def append(
@@ -61,11 +65,13 @@ class FakeWriter:
         *,
         on_commit: Callable[[LoopState | None], None] | None = None,
         added_ids: Sequence[UUID] = (),
+        erase_history: int = 0,
     ) -> LoopState | None:
         if self.fail:
             raise CommitFailedError(0, "boom", 1, retriable=True)
         self.calls.append(([e.type_name for e in events], state))
         self.added.append((events[0].type_name, list(added_ids)))
+        self.erased.append(erase_history)
         written = (
             None
             if state is None
@@ -412,3 +418,61 @@ async def test_journal_logs_an_interrupted_turn_started_elsewhere_without_durati
             "steps": 0,
         }
     ]
+
+
+async def test_journal_deletion_tombstones_every_stored_history_record() -> None:
+    """LoopDeleted's state write erases every history record the partition
+    held of the loop at the takeover -- an earlier lineage's beyond what its
+    head names too -- and later writes of the deleted loop erase nothing.
+    """
+    codec = default_codec()
+    loop_id = LoopId(uuid4())
+    state = LoopState(
+        session_id=SESSION,
+        loop_id=loop_id,
+        model="m",
+        turn_index=1,
+        messages=(
+            UserMessage(blocks=(TextBlock(text="q"),)),
+            AIMessage(blocks=(TextBlock(text="a"),)),
+        ),
+        journal_offset=5,
+    )
+    records = split(state, [])
+    assert records.history is not None
+    index = StateIndex(codec)
+    index.put(loop_id, codec.marshal_state(records.head), RESTORE_SNAPSHOT)
+    index.put_history(loop_id, 0, codec.marshal_state(records.history))
+    for stale in (1, 2, 3):  # an earlier lineage's, past the head's count
+        index.put_history(loop_id, stale, codec.marshal_state(records.history))
+    writer = FakeWriter()
+    journal = PartitionJournal(
+        partition=0,
+        writer=writer,  # type: ignore[arg-type]
+        snapshots=index,
+        clients=None,  # type: ignore[arg-type] - never read in this test
+        codec=None,  # type: ignore[arg-type]
+        events_topic="events",
+        metrics=ServiceMetrics(),
+    )
+    recovery = await journal.recover(loop_id)
+    assert recovery.snapshot is not None
+    assert len(recovery.snapshot.messages) == 2
+    delete = uuid4()
+    await journal.append(
+        loop_id, [LoopDeleted(header=header(loop_id, cause=Cause(command_id=delete)))]
+    )
+    late = uuid4()
+    await journal.append(
+        loop_id,
+        [
+            TurnRejected(
+                header=header(loop_id, cause=Cause(command_id=late)),
+                reason=RejectReason.LOOP_DELETED,
+            )
+        ],
+    )
+    assert writer.erased == [4, 0]
+    written = [s for _names, s in writer.calls]
+    assert all(s is not None and s.deleted and s.messages == () for s in written)
+    assert journal.already_applied(loop_id, 0, delete)

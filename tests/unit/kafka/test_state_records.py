@@ -8,6 +8,7 @@ from uuid import UUID, uuid4
 from turnstream.content import AIMessage, Conversation, TextBlock, UserMessage
 from turnstream.kafka.state_records import (
     assemble,
+    erased_history_keys,
     history_key,
     parse_history_key,
     split,
@@ -184,3 +185,43 @@ def test_a_new_lineage_forgets_the_old_records_offsets() -> None:
         80,
         80,
     )
+
+
+def test_a_deleted_state_is_written_as_a_marker_head_alone() -> None:
+    """After LoopDeleted: one small head, no history record, nothing said."""
+    loop_id = uuid4()
+    state = LoopState(
+        session_id=SESSION,
+        loop_id=loop_id,
+        agent_name="a",
+        model="m",
+        turn_index=3,
+        messages=tuple(message(i) for i in range(4)),
+        recent_command_ids=(uuid4(),),
+        history_length=4,
+        history_records=2,
+        deleted=True,
+        stopped=True,
+    )
+    records = split(state, [uuid4()])
+    assert records.history is None
+    assert records.kept == records.head
+    head = records.head
+    assert (head.deleted, head.stopped, head.messages, head.recent_command_ids) == (
+        True,
+        True,
+        (),
+        (),
+    )
+    assert (head.history_length, head.history_records, head.history_start) == (0, 0, 0)
+    assert (head.agent_name, head.model, head.turn_index) == ("a", "m", 3)
+    # A marker restores alone: it names no history record.
+    assert assemble(head, {}) == head
+
+
+def test_erased_history_keys_name_every_record_up_to_the_count() -> None:
+    loop_id = uuid4()
+    assert erased_history_keys(loop_id, 0) == []
+    keys = erased_history_keys(loop_id, 3)
+    assert keys == [history_key(loop_id, n) for n in range(3)]
+    assert [parse_history_key(k) for k in keys] == [(loop_id, n) for n in range(3)]

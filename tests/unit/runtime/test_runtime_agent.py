@@ -11,14 +11,17 @@ import pytest
 from pydantic import BaseModel
 from tests.support.eventually import assert_eventually
 
-from turnstream.commands import Shutdown, SubmitInput
+from turnstream.commands import DeleteLoop, Shutdown, SubmitInput
 from turnstream.content import TextBlock, UserMessage
 from turnstream.errors import ConfigError
 from turnstream.events import (
+    CancelReason,
     EnduringEvent,
     GateCloseReason,
     GateOpened,
     GateResolved,
+    InputCancelled,
+    LoopDeleted,
     LoopStarted,
     LoopStopped,
     PermissionDecided,
@@ -433,6 +436,102 @@ async def test_shutdown_is_durable_and_refuses_later_input_after_restore() -> No
         (RejectReason.SHUTTING_DOWN, "the loop was shut down", late.command_id)
     ]
     assert len(loop.of(LoopStopped)) == 1
+
+
+def delete_loop(loop_id: LoopId) -> DeleteLoop:
+    return DeleteLoop(
+        command_id=uuid4(),
+        session_id=SESSION,
+        loop_id=loop_id,
+        created_at=datetime.now(UTC),
+    )
+
+
+async def test_delete_interrupts_the_turn_returns_queued_input_and_forgets() -> None:
+    """DeleteLoop during a turn: TurnInterrupted, the queued input returned
+    InputCancelled{loop_deleted}, then LoopDeleted (the delete's answer); the
+    loop stops and its fold keeps no history.
+    """
+    model = ScriptedModel([], hang=True)  # the turn runs until it is cancelled
+    loop = Loop(host_of(Agent(name="a", model="m"), model=model))
+    actor = await loop.start()
+    task = asyncio.create_task(actor.run())
+    first, queued = submit(loop.loop_id), submit(loop.loop_id, "later")
+    delete = delete_loop(loop.loop_id)
+    actor.post(first)
+    await assert_eventually(lambda: len(model.requests) == 1)
+    actor.post(queued)
+    actor.post(delete)
+    async with asyncio.timeout(5):
+        await task
+    assert [type(e).__name__ for e in loop.events()] == [
+        "LoopStarted",
+        "TurnStarted",
+        "TurnInterrupted",
+        "InputCancelled",
+        "LoopDeleted",
+    ]
+    (cancelled,) = loop.of(InputCancelled)
+    assert (cancelled.reason, cancelled.reply_to()) == (  # type: ignore[attr-defined]
+        CancelReason.LOOP_DELETED,
+        queued.command_id,
+    )
+    assert loop.of(LoopDeleted)[0].reply_to() == delete.command_id
+    state = await restore_loop(
+        loop.journal, loop.loop_id, clock=FixedClock(), ids=loop.ids
+    )
+    assert (state.deleted, state.stopped, state.messages) == (True, True, ())
+    assert state.turn_index == 1
+
+
+async def test_deleted_loop_refuses_input_and_a_second_delete_after_restore() -> None:
+    """Any later owner answers a submit, and another DeleteLoop,
+    TurnRejected{loop_deleted}; an agent that reopens stopped loops does not
+    reopen a deleted one; a redelivered delete is not answered twice.
+    """
+    model = ScriptedModel([text_step("a"), text_step("b")])
+    agent = Agent(name="a", model="m", reopen_after_shutdown=True)
+    loop = Loop(host_of(agent, model=model))
+    delete = delete_loop(loop.loop_id)
+    await run_until_idle(await loop.start(), submit(loop.loop_id), delete)
+    assert [type(e).__name__ for e in loop.events()][-3:] == [
+        "TurnDone",
+        "LoopIdle",
+        "LoopDeleted",
+    ]
+    late, again = submit(loop.loop_id), delete_loop(loop.loop_id)
+    await run_until_idle(await loop.start(restore=True), late, again, delete)
+    rejected = loop.of(TurnRejected)
+    assert [(r.reason, r.reply_to()) for r in rejected] == [  # type: ignore[attr-defined]
+        (RejectReason.LOOP_DELETED, late.command_id),
+        (RejectReason.LOOP_DELETED, again.command_id),
+    ]
+    assert len(loop.of(LoopDeleted)) == 1
+    assert len(loop.of(TurnStarted)) == 1
+    assert len(loop.of(LoopStarted)) == 1  # a deleted loop is never announced again
+
+
+async def test_delete_right_after_a_shutdown_still_deletes() -> None:
+    """A DeleteLoop queued behind a client's Shutdown of an idle loop is taken
+    after the loop stopped: LoopStopped, then LoopDeleted.
+    """
+    model = ScriptedModel([text_step("a")])
+    loop = Loop(host_of(Agent(name="a", model="m"), model=model))
+    actor = await loop.start()
+    await run_until_idle(actor, submit(loop.loop_id))
+    actor = await loop.start(restore=True)
+    task = asyncio.create_task(actor.run())
+    await actor.started()
+    delete = delete_loop(loop.loop_id)
+    actor.post(shutdown(loop.loop_id))
+    actor.post(delete)
+    async with asyncio.timeout(5):
+        await task
+    assert [type(e).__name__ for e in loop.events()][-2:] == [
+        "LoopStopped",
+        "LoopDeleted",
+    ]
+    assert loop.of(LoopDeleted)[0].reply_to() == delete.command_id
 
 
 async def test_shutdown_reopens_when_the_agent_allows_it() -> None:

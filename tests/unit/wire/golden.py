@@ -15,6 +15,7 @@ from uuid import UUID
 
 from turnstream.commands import (
     AnyCommand,
+    DeleteLoop,
     Interrupt,
     RespondGate,
     Retract,
@@ -51,6 +52,7 @@ from turnstream.events import (
     Header,
     InputCancelled,
     InputQueued,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     LoopStopped,
@@ -192,6 +194,9 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
     ),
     "LoopIdle": lambda: LoopIdle(header=loop_header(agent_name="researcher")),
     "LoopStopped": lambda: LoopStopped(header=loop_header()),
+    "LoopDeleted": lambda: LoopDeleted(
+        header=loop_header(cause=Cause(command_id=COMMAND, agency=Agency.USER))
+    ),
     "TurnRejected": lambda: TurnRejected(
         header=loop_header(cause=Cause(command_id=COMMAND)),
         reason=RejectReason.QUEUE_FULL,
@@ -331,6 +336,7 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         {**_command_base(), "target_command_id": uid(10)}
     ),
     "Shutdown": lambda: Shutdown.model_validate(_command_base()),
+    "DeleteLoop": lambda: DeleteLoop.model_validate(_command_base()),
     # ---- loop state
     "LoopState": lambda: LoopState(
         session_id=SESSION,
@@ -365,6 +371,18 @@ BUILDERS: dict[str, Callable[[], WireValue]] = {
         pending_command_offsets=(5, 8),
     ),
     "LoopState-empty": lambda: LoopState(session_id=SESSION, loop_id=LOOP),
+    "LoopState-deleted": lambda: LoopState(
+        session_id=SESSION,
+        loop_id=LOOP,
+        agent_name="researcher",
+        model="claude-sonnet",
+        turn_index=3,
+        journal_offset=44,
+        updated_at=AT,
+        stopped=True,
+        deleted=True,
+        history_length=0,
+    ),
 }
 """Golden builders by fixture name."""
 

@@ -504,6 +504,7 @@ def test_module_functions_use_the_default_codec(codec: Codec) -> None:
                 "RespondGate",
                 "Retract",
                 "Shutdown",
+                "DeleteLoop",
             ):
                 assert wire.marshal_command(value) == data  # type: ignore[arg-type]
                 assert wire.unmarshal_command(data) == value

@@ -92,6 +92,7 @@ COMMAND_TYPES = (
     commands.RespondGate,
     commands.Retract,
     commands.Shutdown,
+    commands.DeleteLoop,
 )
 
 # ---------------------------------------------------------------- unions

@@ -24,6 +24,11 @@ its terminal), each a small head plus a history record of what changed since
 the previous write (:mod:`~turnstream.kafka.state_records`): the messages and
 the ids of the commands answered since.
 
+The commit of ``LoopDeleted`` writes the deleted loop's marker head and
+tombstones every history record of the loop that may be stored: up to the
+highest record number the takeover's index held of it (every lineage's, also
+those past its head's count) or written since.
+
 While the partition is being handed over (:meth:`PartitionJournal.close_for_handover`)
 only what ends a running turn may still be committed; inputs that were merely
 queued stay unanswered, so the next owner reads and runs them. While it drains
@@ -50,6 +55,7 @@ from turnstream.events import (
     EnduringEvent,
     GateResolved,
     InputCancelled,
+    LoopDeleted,
     LoopIdle,
     LoopStarted,
     StepDone,
@@ -94,6 +100,9 @@ class _LoopView:
     open_turn: bool = False
     resolved: SeenCommands = field(default_factory=SeenCommands)
     turn_started_at: datetime | None = None
+    # How many history records of the loop may be stored (every lineage's):
+    # what deleting the loop tombstones.
+    history_records: int = 0
 
 
 class PartitionJournal:
@@ -129,6 +138,9 @@ class PartitionJournal:
         self._events_tp = TopicPartition(events_topic, partition)
         self._metrics = metrics
         self._views: dict[UUID, _LoopView] = {}
+        # Parked loops with history records beyond their state's (an earlier
+        # lineage's): kept so that a deletion still tombstones them.
+        self._stale_history: dict[UUID, int] = {}
         self._handover = False
         self._draining = False
 
@@ -197,7 +209,9 @@ class PartitionJournal:
             self._snapshots.park(base)
         except EncodeError:
             return False
-        del self._views[loop_id]
+        view = self._views.pop(loop_id)
+        if view.history_records > base.history_records:
+            self._stale_history[loop_id] = view.history_records
         return True
 
     def close_for_handover(self) -> None:
@@ -258,13 +272,26 @@ class PartitionJournal:
             _remember(view, events)
             if written is not None:
                 view.base, view.unfolded = written, []
+                view.history_records = (
+                    0
+                    if written.deleted
+                    else max(view.history_records, written.history_records)
+                )
             else:
                 view.unfolded.extend(events)
             self._metrics.committed(events)
 
         added = () if state is None else _replies([*view.unfolded, *events])
+        erase = 0
+        if state is not None and any(isinstance(e, LoopDeleted) for e in events):
+            erase = max(view.history_records, _records(view.base))
         await self._writer.append(
-            loop_id, events, state, on_commit=committed, added_ids=added
+            loop_id,
+            events,
+            state,
+            on_commit=committed,
+            added_ids=added,
+            erase_history=erase,
         )
 
     async def recover(self, loop_id: LoopId) -> Recovery:
@@ -301,7 +328,9 @@ class PartitionJournal:
         else:
             events, base, how = [], None, "new"
         self._metrics.restores[how] += 1
-        view = _LoopView(base=base, unfolded=list(events))
+        view = _LoopView(
+            base=base, unfolded=list(events), history_records=self._stored(loop_id)
+        )
         if base is not None:
             view.resolved = _seen(base)
             view.open_turn = base.open_turn is not None
@@ -314,6 +343,13 @@ class PartitionJournal:
         self._views[loop_id] = view
         self._snapshots.forget(loop_id)
         return Recovery(base, tuple(events))
+
+    def _stored(self, loop_id: UUID) -> int:
+        """How many history records of ``loop_id`` may be on the partition."""
+        return max(
+            self._snapshots.history_count(loop_id),
+            self._stale_history.pop(loop_id, 0),
+        )
 
     async def prefetch(self, loop_ids: Iterable[UUID]) -> dict[UUID, Recovery]:
         """Recover several loops with one scan of the journal tail.
@@ -349,6 +385,7 @@ class PartitionJournal:
                     unfolded=events,
                     resolved=_seen(snapshot),
                     open_turn=snapshot.open_turn is not None,
+                    history_records=self._stored(loop_id),
                 )
                 for event in events:
                     if isinstance(event, TurnStarted):
@@ -360,6 +397,10 @@ class PartitionJournal:
                 self._snapshots.forget(loop_id)
                 self._metrics.restores["snapshot+tail"] += 1
         return {i: await self.recover(LoopId(i)) for i in wanted}
+
+
+def _records(state: LoopState | None) -> int:
+    return 0 if state is None else state.history_records
 
 
 def _seen(state: LoopState) -> SeenCommands:

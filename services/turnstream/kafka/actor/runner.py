@@ -14,7 +14,10 @@ commands partition and lives until that partition is revoked (or lost):
   partition's transaction, without stalling it); a command the loop has
   already applied is skipped (its durable command mark, or its answer);
   everything else goes to the loop's actor (one actor per loop, the loop's
-  single writer) with its offset, created or restored on demand;
+  single writer) with its offset, created or restored on demand -- only an
+  input creates a loop; a ``DeleteLoop`` of a loop the partition holds
+  nothing of is answered ``TurnRejected{unknown_loop}`` here, without an
+  actor or a state record;
 * while the group rebalances the runner simply keeps going (its turns run
   and commit; no new records arrive); if the partition comes back to this
   process it carries on from :attr:`PartitionRunner.next_offset`;
@@ -48,9 +51,9 @@ from uuid import UUID
 
 from aiokafka import TopicPartition
 
-from turnstream.commands import AnyCommand, Shutdown, SubmitInput
+from turnstream.commands import AnyCommand, DeleteLoop, Shutdown, SubmitInput
 from turnstream.errors import DecodeError, TransportError, TurnstreamError
-from turnstream.events import Agency
+from turnstream.events import Agency, Cause, RejectReason, TurnRejected
 from turnstream.ids import CommandId, LoopId, SessionId
 from turnstream.kafka.actor.deltas import DeltaPublisher
 from turnstream.kafka.actor.journal import PartitionJournal
@@ -74,6 +77,7 @@ from turnstream.runtime.errors import LoopClosedError, RestoreError
 from turnstream.runtime.ports import Clock, IdSource
 from turnstream.runtime.restore import restore_loop
 from turnstream.runtime.session import LoopSetup
+from turnstream.runtime.stamping import EventFactory
 from turnstream.state import LoopState
 from turnstream.wire import Codec
 
@@ -330,7 +334,8 @@ class PartitionRunner:
             )
             return
         if self._draining and (
-            isinstance(command, SubmitInput) or command.loop_id in self._held
+            isinstance(command, SubmitInput | DeleteLoop)
+            or command.loop_id in self._held
         ):
             # Not noted: the next owner runs it, and everything after it for
             # the same loop (log order per loop).
@@ -414,22 +419,29 @@ class PartitionRunner:
         or answered since) is skipped, however far back redelivery started.
         """
         if actor is None:
+            if isinstance(command, DeleteLoop):
+                # Noted before the answer is written, which must not stall
+                # the partition's next records.
+                self.writer.note_awaiting(offset, command.command_id)
+                self._ctx.spawn(self._unknown_loop(command), "unknown-loop")
+                return
             self.writer.note_processed(offset)
             return
         if self.journal.already_applied(command.loop_id, offset, command.command_id):
             self._ctx.metrics.duplicates += 1
             self.writer.note_processed(offset)
             return
-        if isinstance(command, SubmitInput):
+        if isinstance(command, SubmitInput | DeleteLoop):
             self.writer.note_awaiting(offset, command.command_id)
         else:
             self.writer.note_processed(offset)
         try:
             actor.post(command, offset)
         except LoopClosedError:
-            # The actor stopped since it was looked up: an input restarts the
-            # loop; any other command has nothing left to act on.
-            if not isinstance(command, SubmitInput):
+            # The actor stopped since it was looked up: an input (or a
+            # deletion) restarts the loop; any other command has nothing left
+            # to act on.
+            if not isinstance(command, SubmitInput | DeleteLoop):
                 return
             try:
                 restarted = await self._actor_for(command)
@@ -437,6 +449,37 @@ class PartitionRunner:
                 return  # stays unanswered: read again from the committed offset
             if restarted is not None and not (self._closing or self.broken):
                 restarted.post(command, offset)
+
+    async def _unknown_loop(self, command: DeleteLoop) -> None:
+        """Answer a ``DeleteLoop`` of a loop this partition holds nothing of.
+
+        ``TurnRejected{unknown_loop}``, written alone: no state record, so the
+        loop stays unknown (its first input would start it afresh).
+        """
+        ctx = self._ctx
+        factory = EventFactory(
+            session_id=SessionId(command.session_id),
+            loop_id=LoopId(command.loop_id),
+            clock=ctx.clock,
+            ids=ctx.ids,
+        )
+        cause = Cause(command_id=command.command_id, agency=command.agency)
+        rejected = factory.stamp(
+            TurnRejected(
+                header=factory.header(cause=cause),
+                reason=RejectReason.UNKNOWN_LOOP,
+                detail="no state of this loop is stored",
+            )
+        )
+        try:
+            await self.writer.append(command.loop_id, [rejected], None)
+        except TurnstreamError:
+            # Unanswered: the command is read again by the partition's next
+            # owner (or this one, after a rebuild).
+            _log.warning(
+                "unknown_loop answer not committed",
+                extra={"partition": self.partition},
+            )
 
     async def _dead_letter(
         self, record: Any, kind: DeadLetterKind, reason: str
@@ -479,9 +522,10 @@ class PartitionRunner:
         if live is not None:
             del self._live[loop_id]
         journal = self.journal
-        # Only an input (re)starts a loop -- and a Shutdown of a known one, so
-        # that its LoopStopped is recorded whichever process restores it.
-        stop = isinstance(command, Shutdown) and journal.known(loop_id)
+        # Only an input (re)starts a loop -- and a Shutdown or DeleteLoop of a
+        # known one, so that its LoopStopped or LoopDeleted is recorded
+        # whichever process restores it.
+        stop = isinstance(command, Shutdown | DeleteLoop) and journal.known(loop_id)
         if not (isinstance(command, SubmitInput) or stop):
             return None
         ctx = self._ctx
@@ -515,7 +559,7 @@ class PartitionRunner:
                     ids=ctx.ids,
                     hooks=setup.hooks,
                     access_policy=setup.access_policy,
-                    announce=not announced and not stop and binds,
+                    announce=not announced and not stop and binds and not state.deleted,
                 )
             else:
                 await journal.recover(loop_id)

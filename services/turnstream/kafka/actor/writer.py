@@ -93,7 +93,12 @@ from turnstream.kafka.records import (
     STATE_RESTORE,
     loop_key,
 )
-from turnstream.kafka.state_records import StateRecords, history_key, split
+from turnstream.kafka.state_records import (
+    StateRecords,
+    erased_history_keys,
+    history_key,
+    split,
+)
 from turnstream.kafka.topology import TopicNames
 from turnstream.state import LoopState
 from turnstream.wire import Codec, EncodeError
@@ -161,6 +166,7 @@ class _Append:
     started: float
     on_commit: Callable[[LoopState | None], None] | None = None
     added_ids: tuple[UUID, ...] = ()
+    erase_history: int = 0
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -196,6 +202,7 @@ class _SentStates:
 
     history: list[asyncio.Future[Any]] = field(default_factory=list)
     planned_history: list[int] = field(default_factory=list)
+    erased: list[asyncio.Future[Any]] = field(default_factory=list)
     futures: list[asyncio.Future[Any]] = field(default_factory=list)
 
 
@@ -404,6 +411,7 @@ class PartitionWriter:
         *,
         on_commit: Callable[[LoopState | None], None] | None = None,
         added_ids: Sequence[UUID] = (),
+        erase_history: int = 0,
     ) -> LoopState | None:
         """Commit ``events`` (and ``state``) in a transaction; wait for it.
 
@@ -411,6 +419,8 @@ class PartitionWriter:
         (:mod:`~turnstream.kafka.state_records`): ``added_ids`` are the command
         ids resolved since the loop's previous state write, so a long
         conversation's state costs what changed, not its size.
+        ``erase_history`` history records of the loop (``0 .. n - 1``) are
+        tombstoned in the same transaction (a deleted loop's).
 
         A caller that stops waiting (cancelled, timed out) withdraws the request
         if its transaction has not reached the commit yet; past that point the
@@ -445,6 +455,7 @@ class PartitionWriter:
                 started=time.monotonic(),
                 on_commit=on_commit,
                 added_ids=tuple(added_ids),
+                erase_history=erase_history,
             )
         )
         self._wake.set()
@@ -641,7 +652,7 @@ class PartitionWriter:
         self._denial = denied
         self._metrics.ready = False
 
-    async def _send(self, topic: str, value: bytes, **kwargs: Any) -> Any:
+    async def _send(self, topic: str, value: bytes | None, **kwargs: Any) -> Any:
         """Hand one record to the producer; return its delivery future.
 
         Every delivery future gets a callback that retrieves its exception, so
@@ -678,6 +689,7 @@ class PartitionWriter:
         history_offsets = [m.offset for m in await _all(states.history)]
         if history_offsets != states.planned_history:
             await self._mispredicted()
+        history_offsets += [m.offset for m in await _all(states.erased)]
         for metas in offsets:
             if metas and outcome.probe is None:
                 outcome.probe, outcome.probe_offset = self._events_tp, metas[0].offset
@@ -701,7 +713,7 @@ class PartitionWriter:
         last = max((m.offset for metas in offsets for m in metas), default=None)
         # After this transaction's last record comes its commit marker.
         self._next_offset = predicted if last is None else last + 2
-        self._next_history = history_offsets[-1] + 2 if history_offsets else history_at
+        self._next_history = max(history_offsets) + 2 if history_offsets else history_at
 
     async def _mispredicted(self) -> None:
         """Records did not land where predicted: abort, write again the slow way."""
@@ -763,6 +775,7 @@ class PartitionWriter:
         """
         sent = _SentStates()
         split_up: list[tuple[int, StateRecords]] = []
+        erased: list[bytes] = []
         for index, (request, events) in enumerate(zip(batch, ranges, strict=True)):
             if not isinstance(request, _Append) or request.state is None:
                 continue
@@ -779,6 +792,7 @@ class PartitionWriter:
                 # heads named them): start it over, so readers fetch by offset.
                 state = state.model_copy(update={"history_length": -1})
             records, data = self._history_value(split(state, request.added_ids))
+            erased.extend(erased_history_keys(request.loop_id, request.erase_history))
             if data is not None:
                 assert records.history is not None  # noqa: S101 - data is its value
                 number = records.history.history_records - 1
@@ -818,6 +832,14 @@ class PartitionWriter:
                     key=loop_key(head.loop_id),
                     partition=self.partition,
                     headers=headers,
+                )
+            )
+        # Tombstones of deleted loops' history records: after the records
+        # heads name, so they never shift a predicted offset.
+        for key in erased:
+            sent.erased.append(
+                await self._send(
+                    self._topics.history, None, key=key, partition=self.partition
                 )
             )
         return sent

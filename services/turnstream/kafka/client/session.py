@@ -53,7 +53,14 @@ from aiokafka.errors import (
     UnknownProducerId,
 )
 
-from turnstream.commands import AnyCommand, Interrupt, RespondGate, Retract, Shutdown
+from turnstream.commands import (
+    AnyCommand,
+    DeleteLoop,
+    Interrupt,
+    RespondGate,
+    Retract,
+    Shutdown,
+)
 from turnstream.commands import SubmitInput as SubmitCommand
 from turnstream.content import Block, TextBlock, UserMessage
 from turnstream.errors import (
@@ -69,10 +76,12 @@ from turnstream.events import (
     AnyEvent,
     EnduringEvent,
     GateOpened,
+    LoopDeleted,
     LoopIdle,
     TurnDone,
     TurnFailed,
     TurnInterrupted,
+    TurnRejected,
     TurnStarted,
 )
 from turnstream.ids import CommandId, GateId, LoopId, SessionId, TurnId
@@ -861,6 +870,42 @@ class KafkaSession:
         """Send ``Shutdown`` to a loop (its turn ends, queued input is returned)."""
         target = loop_id or self._active
         await self.send(Shutdown.model_validate(self._fields(target, Agency.USER)))
+
+    async def delete_loop(self, loop_id: LoopId) -> LoopDeleted | TurnRejected:
+        """Send ``DeleteLoop`` to a loop and return the loop's answer.
+
+        ``LoopDeleted``: the loop was stopped (its turn interrupted, queued
+        input returned ``loop_deleted``), its state removed, and every later
+        input is refused ``TurnRejected{loop_deleted}``.
+        ``TurnRejected{loop_deleted}``: it was deleted already.
+        ``TurnRejected{unknown_loop}``: nothing of it is stored (nothing was
+        deleted). The journal keeps the loop's events until its retention.
+
+        Waits without bound for the answer (wrap it in ``asyncio.timeout``):
+        the answer needs a running loop-actor service.
+        """
+        subscription = self.subscribe_events(
+            EventFilter(enduring=LoopScope.only(loop_id))
+        )
+        try:
+            command_id = await self.send(
+                DeleteLoop.model_validate(self._fields(loop_id, Agency.USER))
+            )
+            position = 0
+            while True:
+                entries = await self.replay_entries(loop_id, from_=position)
+                for entry in entries:
+                    event = entry.event
+                    if isinstance(event, LoopDeleted | TurnRejected) and (
+                        event.reply_to() == command_id
+                    ):
+                        return event
+                if entries:
+                    position = entries[-1].offset + 1
+                with contextlib.suppress(TimeoutError):
+                    await subscription.next(timeout=1.0)
+        finally:
+            subscription.close()
 
     async def wait_idle(self, loop_id: LoopId | None = None) -> None:
         """Return once the loop is parked and every input sent from here answered.
