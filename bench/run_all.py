@@ -87,10 +87,10 @@ FULL: dict[str, Any] = {
     "restore": {"turns": [250, 1000, 2500], "repeat": 3},
     "state": {
         "marks": [50, 200, 500, 1000],
-        "idle": [0, 20_000, 60_000],
+        "idle": [0, 20_000, 200_000],
         "probes": 50,
-        "used_once": 20_000,
-        "budgets": [1000, 1_000_000],
+        "used_once": 200_000,
+        "budgets": [1000],
     },
     "scale": {"loops": 200, "turns": 5, "partitions": 4, "counts": [1, 2, 1, 2]},
     "memory": {"steps": [0, 1000, 5000], "partitions": 4, "settle": 2.0},
