@@ -224,10 +224,9 @@ async def check_history_offsets(lane: Lane, loop_id: LoopId) -> LoopState:
     head = heads[-1]
     placed = {
         state.history_records - 1: (offset, state)
-        for offset, key, state in await committed_state_records_at(
-            lane.bootstrap, lane.topics.history
+        for offset, _, state in await committed_state_records_at(
+            lane.bootstrap, lane.topics.history, key_prefix=str(loop_id).encode()
         )
-        if key.startswith(str(loop_id).encode())
     }
     numbers = range(head.history_records)
     assert head.history_first_offset == placed[0][0]

@@ -263,9 +263,17 @@ async def committed_state_records(
 
 
 async def committed_state_records_at(
-    bootstrap: str, topic: str, partition: int = 0
+    bootstrap: str,
+    topic: str,
+    partition: int = 0,
+    *,
+    key_prefix: bytes = b"",
 ) -> list[tuple[int, bytes, LoopState]]:
-    """Every committed record of a loops partition, in order: offset, key, state."""
+    """Every committed record of a loops partition, in order: offset, key, state.
+
+    ``key_prefix``: only records whose key starts with it (others, such as a
+    test's foreign records, are not decoded).
+    """
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     codec = default_codec()
@@ -287,6 +295,7 @@ async def committed_state_records_at(
                     found += [
                         (r.offset, r.key, codec.unmarshal_state(r.value))
                         for r in records
+                        if (r.key or b"").startswith(key_prefix)
                     ]
     finally:
         await reader.stop()
