@@ -1,0 +1,119 @@
+"""The live feed's positions: a cursor on every event a session's subscription yields.
+
+Owns :class:`LivePositions` (where a session's live reader stands on each
+partition of the journal and of the deltas topic) and
+:class:`CursorSubscription`, the subscription
+:meth:`~turnstream.kafka.client.session.KafkaSession.subscribe_events` returns:
+a :class:`~turnstream.runtime.subscription.Subscription` whose events each
+come with the :class:`~turnstream.kafka.client.cursor.Cursor` just after them.
+Part of ``turnstream.kafka``; imports the cursor, the record keys and the
+runtime's subscription types, never the session.
+
+Why a cursor taken here resumes exactly: the reader hands records to the
+subscriptions in the order it reads them, and the cursor offered with each is
+the next offset of *both* topics on its partition at that moment. Every record
+of that partition before the cursor was offered before the event, so a
+consumer that took the event took (or was not meant to see, by its filter)
+everything before it, and nothing after it. ``attach(loop_id, after=cursor)``
+reads each topic from the cursor's offsets: the rest, once. Tokens a full
+subscription dropped (its overflow rule for ephemeral events) stay dropped.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from turnstream.kafka.client.cursor import Cursor, Kind
+from turnstream.kafka.records import loop_key, partition_for
+from turnstream.runtime.subscription import EventFilter, Subscription
+
+__all__ = ["CursorSubscription", "LivePositions"]
+
+
+class LivePositions:
+    """The next journal and deltas offset the live reader hands out, per partition.
+
+    The session's two reader tasks each move their own topic's offsets (one
+    event loop: a record's cursor is read between two records, never mid-way).
+    """
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self._next: dict[Kind, dict[int, int]] = {"e": {}, "d": {}}
+
+    def start(self, kind: Kind, partition: int, offset: int) -> None:
+        """Where the reader of ``kind`` starts on ``partition``."""
+        self._next[kind][partition] = offset
+
+    def read(self, kind: Kind, partition: int, offset: int) -> Cursor | None:
+        """Note the record at ``offset`` read; return the cursor just after it."""
+        self._next[kind][partition] = offset + 1
+        return self.here(partition, kind)
+
+    def here(self, partition: int, kind: Kind = "s") -> Cursor | None:
+        """The cursor on ``partition`` now (``None`` before the readers started)."""
+        events = self._next["e"].get(partition)
+        deltas = self._next["d"].get(partition)
+        if events is None or deltas is None:
+            return None
+        return Cursor(partition, events, deltas, kind)
+
+
+class CursorSubscription(Subscription):
+    """A live subscription that knows where, in each loop's stream, its reader is.
+
+    Iterate it as any :class:`~turnstream.runtime.subscription.Subscription`;
+    :attr:`cursor` is the position after the last event taken and
+    :meth:`cursor_for` that of one loop, ready for
+    ``KafkaSession.attach(loop_id, after=...)`` (see module docstring).
+
+    Args:
+        event_filter: which events it takes.
+        capacity: its buffer size.
+        positions: the session's live positions (``None``: no live reader, so
+            there is no cursor).
+    """
+
+    def __init__(
+        self,
+        event_filter: EventFilter,
+        capacity: int,
+        positions: LivePositions | None = None,
+    ) -> None:
+        super().__init__(event_filter, capacity)
+        self._partitions = 0 if positions is None else positions.partitions
+        # Where each partition stood when the subscription was made: it gets
+        # every record read after that, so that is where it starts.
+        self._at: dict[int, Cursor] = {}
+        if positions is not None:
+            for partition in range(self._partitions):
+                start = positions.here(partition)
+                if start is not None:
+                    self._at[partition] = start
+
+    @property
+    def cursor(self) -> Cursor | None:
+        """The cursor after the last event taken (``None`` before any).
+
+        It is of that event's loop's partition; for a subscription to several
+        loops use :meth:`cursor_for`.
+        """
+        position = self.position
+        return position if isinstance(position, Cursor) else None
+
+    def cursor_for(self, loop_id: UUID) -> Cursor | None:
+        """Where this subscription stands in ``loop_id``'s stream.
+
+        After the last event taken of the loop's partition, or where the
+        subscription started there if none was taken: every event of the loop
+        it yielded is before it, every later one after it. ``None`` when the
+        session has no live reader.
+        """
+        if self._partitions == 0:
+            return None
+        return self._at.get(partition_for(loop_key(loop_id), self._partitions))
+
+    def _took(self, position: object | None) -> None:
+        super()._took(position)
+        if isinstance(position, Cursor):
+            self._at[position.partition] = position
