@@ -173,12 +173,12 @@ class Subscription:
         """Take every buffered event, each with its position, without waiting."""
         taken = list(self._buffer)
         self._buffer.clear()
-        for _, position in taken:
-            self._took(position)
+        for event, position in taken:
+            self._took(event, position)
         return taken
 
-    def _took(self, position: object | None) -> None:
-        """Note the position of an event just taken (subclasses keep more)."""
+    def _took(self, event: AnyEvent, position: object | None) -> None:
+        """Note an event just taken and its position (subclasses keep more)."""
         self._position = position
 
     def __aiter__(self) -> Self:
@@ -192,7 +192,7 @@ class Subscription:
         while True:
             if self._buffer:
                 item = self._buffer.popleft()
-                self._took(item[1])
+                self._took(*item)
                 return item
             if self._state is _State.LOST and self._error is not None:
                 raise self._error

@@ -290,3 +290,47 @@ async def test_subscription_cursor_for_a_loop_is_its_start_until_it_takes_one() 
         Cursor(0, 2, 2, "d"),
     ]
     assert subscription.cursor == Cursor(0, 2, 2, "d")
+
+
+async def test_turn_without_tokens_leaves_every_token_after_its_cursor() -> None:
+    """A ``Turn`` not asked for tokens took none: ``attach`` yields them all."""
+    session = LogSession()
+    mine, turn_id = uuid4(), uuid4()
+    turn = Turn(session, LOOP, tokens=False, resync=5)  # type: ignore[arg-type]
+    turn.bind(CommandId(mine), from_journal=False)
+    ours = [
+        _started(turn_id, mine),
+        _delta(turn_id, "a"),
+        _delta(turn_id, "b"),
+        _step(turn_id),
+        _done(turn_id),
+    ]
+    for event in ours:
+        session.write(event)
+    session.read("d", 2)  # both tokens before TurnStarted
+    session.read("e", 3)
+    cursors = [turn.cursor]
+    seen = []
+    for _ in range(3):
+        seen.append(await _next(turn))
+        cursors.append(turn.cursor)
+    assert [e.type_name for e in seen] == ["TurnStarted", "StepDone", "TurnDone"]
+    _assert_cuts(session, seen, cursors, {_id(e) for e in ours})
+    assert cursors[-1] == Cursor(0, 3, 0, "e")
+
+
+async def test_subscription_without_a_loops_tokens_keeps_them_after_its_cursor() -> (
+    None
+):
+    """A filter that leaves out a loop's deltas: its cursor does not pass them."""
+    session = LogSession()
+    subscription = session.subscribe_events(EventFilter(enduring=LoopScope.only(LOOP)))
+    events = [_delta(uuid4(), "x"), _step(uuid4())]
+    for event in events:
+        session.write(event)
+    session.read("d")
+    session.read("e")
+    taken = await subscription.next_positioned(1)
+    assert taken[1] == Cursor(0, 1, 1, "e")  # where the reader was
+    assert subscription.cursor == subscription.cursor_for(LOOP) == Cursor(0, 1, 0, "e")
+    assert session.rest(Cursor(0, 1, 0)) == [_id(events[0])]

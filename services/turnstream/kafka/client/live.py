@@ -15,7 +15,10 @@ the next offset of *both* topics on its partition at that moment. Every record
 of that partition before the cursor was offered before the event, so a
 consumer that took the event took (or was not meant to see, by its filter)
 everything before it, and nothing after it. ``attach(loop_id, after=cursor)``
-reads each topic from the cursor's offsets: the rest, once. Tokens a full
+reads each topic from the cursor's offsets: the rest, once. A subscription
+whose filter leaves out a loop's tokens (or its journal events) never took
+them, so its cursor for that loop keeps that topic's offset where the
+subscription started: ``attach`` then yields them all. Tokens a full
 subscription dropped (its overflow rule for ephemeral events) stay dropped.
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from turnstream.events import AnyEvent
 from turnstream.kafka.client.cursor import Cursor, Kind
 from turnstream.kafka.records import loop_key, partition_for
 from turnstream.runtime.subscription import EventFilter, Subscription
@@ -84,22 +88,27 @@ class CursorSubscription(Subscription):
         self._partitions = 0 if positions is None else positions.partitions
         # Where each partition stood when the subscription was made: it gets
         # every record read after that, so that is where it starts.
-        self._at: dict[int, Cursor] = {}
+        self._start: dict[int, Cursor] = {}
         if positions is not None:
             for partition in range(self._partitions):
                 start = positions.here(partition)
                 if start is not None:
-                    self._at[partition] = start
+                    self._start[partition] = start
+        self._at = dict(self._start)
+        self._last_loop: UUID | None = None
 
     @property
     def cursor(self) -> Cursor | None:
         """The cursor after the last event taken (``None`` before any).
 
-        It is of that event's loop's partition; for a subscription to several
-        loops use :meth:`cursor_for`.
+        It is :meth:`cursor_for` that event's loop; for a subscription to
+        several loops use :meth:`cursor_for`.
         """
-        position = self.position
-        return position if isinstance(position, Cursor) else None
+        if not isinstance(self.position, Cursor):
+            return None
+        if self._last_loop is None:  # a session-scoped event: no loop's filter
+            return self.position
+        return self.cursor_for(self._last_loop)
 
     def cursor_for(self, loop_id: UUID) -> Cursor | None:
         """Where this subscription stands in ``loop_id``'s stream.
@@ -111,9 +120,19 @@ class CursorSubscription(Subscription):
         """
         if self._partitions == 0:
             return None
-        return self._at.get(partition_for(loop_key(loop_id), self._partitions))
+        partition = partition_for(loop_key(loop_id), self._partitions)
+        at, start = self._at.get(partition), self._start.get(partition)
+        if at is None or start is None:
+            return None
+        return Cursor(
+            partition,
+            at.events if self.filter.enduring.matches(loop_id) else start.events,
+            at.deltas if self.filter.ephemeral.matches(loop_id) else start.deltas,
+            at.kind,
+        )
 
-    def _took(self, position: object | None) -> None:
-        super()._took(position)
+    def _took(self, event: AnyEvent, position: object | None) -> None:
+        super()._took(event, position)
         if isinstance(position, Cursor):
             self._at[position.partition] = position
+            self._last_loop = event.header.loop_id

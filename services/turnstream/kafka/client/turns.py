@@ -206,6 +206,7 @@ class Turn:
         )
         self._at: Cursor | None = None
         self._resync = resync
+        self._tokens = tokens
         self._position = 0
         self._pending: list[_Item] = []
         self._seen_ids: set[UUID] = set()
@@ -389,15 +390,16 @@ class Turn:
 
         Each topic's offset only moves forward: an event found in the journal
         before the live feed read it leaves the journal offset ahead of the
-        deltas that feed yields next.
+        deltas that feed yields next. Without ``tokens`` no delta was taken,
+        so the deltas offset stays where following began.
         """
         if at is None or self._cursor is None:
             return
+        deltas = self._cursor.deltas
+        if self._tokens:
+            deltas = max(deltas, at.deltas)
         self._cursor = Cursor(
-            at.partition,
-            max(self._cursor.events, at.events),
-            max(self._cursor.deltas, at.deltas),
-            at.kind,
+            at.partition, max(self._cursor.events, at.events), deltas, at.kind
         )
 
     def _finish(self, status: TurnStatus) -> None:
