@@ -32,7 +32,7 @@ from turnstream.events import (
 )
 from turnstream.ids import CommandId, LoopId
 from turnstream.kafka.client.cursor import Cursor
-from turnstream.kafka.client.live import CursorSubscription, LivePositions
+from turnstream.kafka.client.live import CursorSubscription, LivePositions, cursor_at
 from turnstream.kafka.client.turns import Turn
 from turnstream.kafka.reader import JournalEntry
 from turnstream.runtime.subscription import EventFilter, LoopScope
@@ -75,7 +75,8 @@ class LogSession:
         for _ in range(count):
             offset = self.read_to[kind]
             self.read_to[kind] = offset + 1
-            cursor = self.positions.read(kind, 0, offset)
+            self.positions.read(kind, 0, offset)
+            cursor = self.positions.here(0, kind)
             for subscription in self.subscriptions:
                 subscription.offer(log[offset], cursor)
 
@@ -283,9 +284,9 @@ async def test_subscription_cursor_for_a_loop_is_its_start_until_it_takes_one() 
     session.read("d")
     assert subscription.cursor_for(LOOP) == Cursor(0, 1, 0)  # none taken yet
     first = await subscription.next_positioned(1)
-    assert first[1] == Cursor(0, 1, 1, "d")
-    assert subscription.cursor == subscription.cursor_for(LOOP) == first[1]
-    assert [p for _, p in subscription.poll_positioned()] == [
+    assert cursor_at(first[1]) == Cursor(0, 1, 1, "d")
+    assert subscription.cursor == subscription.cursor_for(LOOP) == cursor_at(first[1])
+    assert [cursor_at(p) for _, p in subscription.poll_positioned()] == [
         Cursor(0, 2, 1, "e"),
         Cursor(0, 2, 2, "d"),
     ]
@@ -331,6 +332,6 @@ async def test_subscription_without_a_loops_tokens_keeps_them_after_its_cursor()
     session.read("d")
     session.read("e")
     taken = await subscription.next_positioned(1)
-    assert taken[1] == Cursor(0, 1, 1, "e")  # where the reader was
+    assert cursor_at(taken[1]) == Cursor(0, 1, 1, "e")  # where the reader was
     assert subscription.cursor == subscription.cursor_for(LOOP) == Cursor(0, 1, 0, "e")
     assert session.rest(Cursor(0, 1, 0)) == [_id(events[0])]

@@ -24,6 +24,7 @@ subscription dropped (its overflow rule for ephemeral events) stay dropped.
 
 from __future__ import annotations
 
+from typing import cast
 from uuid import UUID
 
 from turnstream.events import AnyEvent
@@ -31,7 +32,23 @@ from turnstream.kafka.client.cursor import Cursor, Kind
 from turnstream.kafka.records import loop_key, partition_for
 from turnstream.runtime.subscription import EventFilter, Subscription
 
-__all__ = ["CursorSubscription", "LivePositions"]
+__all__ = ["CursorSubscription", "LivePositions", "Position", "cursor_at"]
+
+Position = tuple[int, int, int, Kind]
+"""A cursor's fields (partition, journal offset, deltas offset, kind).
+
+What the reader offers with each record: a plain tuple, as a ``Cursor`` would
+cost more to make than the rest of handing the record out; it becomes a
+:class:`~turnstream.kafka.client.cursor.Cursor` when someone asks for one.
+"""
+
+
+def cursor_at(position: object | None) -> Cursor | None:
+    """The cursor a live position names (``None``: the hub gave no position)."""
+    if isinstance(position, tuple) and len(position) == 4:
+        partition, events, deltas, kind = cast("Position", position)
+        return Cursor(partition, events, deltas, kind)
+    return None
 
 
 class LivePositions:
@@ -43,24 +60,23 @@ class LivePositions:
 
     def __init__(self, partitions: int) -> None:
         self.partitions = partitions
-        self._next: dict[Kind, dict[int, int]] = {"e": {}, "d": {}}
+        self._events: dict[int, int] = {}
+        self._deltas: dict[int, int] = {}
 
     def start(self, kind: Kind, partition: int, offset: int) -> None:
         """Where the reader of ``kind`` starts on ``partition``."""
-        self._next[kind][partition] = offset
+        (self._events if kind == "e" else self._deltas)[partition] = offset
 
-    def read(self, kind: Kind, partition: int, offset: int) -> Cursor | None:
-        """Note the record at ``offset`` read; return the cursor just after it."""
-        self._next[kind][partition] = offset + 1
-        return self.here(partition, kind)
+    def read(self, kind: Kind, partition: int, offset: int) -> None:
+        """Note the record at ``offset`` of ``kind``'s topic read."""
+        (self._events if kind == "e" else self._deltas)[partition] = offset + 1
 
-    def here(self, partition: int, kind: Kind = "s") -> Cursor | None:
-        """The cursor on ``partition`` now (``None`` before the readers started)."""
-        events = self._next["e"].get(partition)
-        deltas = self._next["d"].get(partition)
-        if events is None or deltas is None:
+    def here(self, partition: int, kind: Kind = "s") -> Position | None:
+        """The position on ``partition`` now (``None`` before the readers started)."""
+        try:
+            return (partition, self._events[partition], self._deltas[partition], kind)
+        except KeyError:
             return None
-        return Cursor(partition, events, deltas, kind)
 
 
 class CursorSubscription(Subscription):
@@ -88,14 +104,14 @@ class CursorSubscription(Subscription):
         self._partitions = 0 if positions is None else positions.partitions
         # Where each partition stood when the subscription was made: it gets
         # every record read after that, so that is where it starts.
-        self._start: dict[int, Cursor] = {}
+        self._start: dict[int, Position] = {}
         if positions is not None:
             for partition in range(self._partitions):
                 start = positions.here(partition)
                 if start is not None:
                     self._start[partition] = start
         self._at = dict(self._start)
-        self._last_loop: UUID | None = None
+        self._last: AnyEvent | None = None
 
     @property
     def cursor(self) -> Cursor | None:
@@ -104,11 +120,12 @@ class CursorSubscription(Subscription):
         It is :meth:`cursor_for` that event's loop; for a subscription to
         several loops use :meth:`cursor_for`.
         """
-        if not isinstance(self.position, Cursor):
+        if self._last is None:
             return None
-        if self._last_loop is None:  # a session-scoped event: no loop's filter
-            return self.position
-        return self.cursor_for(self._last_loop)
+        loop_id = self._last.header.loop_id
+        if loop_id is None:  # a session-scoped event: no loop's filter
+            return cursor_at(self.position)
+        return self.cursor_for(loop_id)
 
     def cursor_for(self, loop_id: UUID) -> Cursor | None:
         """Where this subscription stands in ``loop_id``'s stream.
@@ -124,15 +141,18 @@ class CursorSubscription(Subscription):
         at, start = self._at.get(partition), self._start.get(partition)
         if at is None or start is None:
             return None
+        _, events, deltas, kind = at
         return Cursor(
             partition,
-            at.events if self.filter.enduring.matches(loop_id) else start.events,
-            at.deltas if self.filter.ephemeral.matches(loop_id) else start.deltas,
-            at.kind,
+            events if self.filter.enduring.matches(loop_id) else start[1],
+            deltas if self.filter.ephemeral.matches(loop_id) else start[2],
+            kind,
         )
 
     def _took(self, event: AnyEvent, position: object | None) -> None:
-        super()._took(event, position)
-        if isinstance(position, Cursor):
-            self._at[position.partition] = position
-            self._last_loop = event.header.loop_id
+        # The base's bookkeeping inlined: this runs for every event taken.
+        self._position = position
+        if position is not None:
+            at = cast("Position", position)  # this session's reader offers these
+            self._at[at[0]] = at
+            self._last = event

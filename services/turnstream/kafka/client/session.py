@@ -86,7 +86,7 @@ from turnstream.kafka.client.attach import (
     start_cursor,
 )
 from turnstream.kafka.client.cursor import Cursor, Kind
-from turnstream.kafka.client.live import CursorSubscription, LivePositions
+from turnstream.kafka.client.live import CursorSubscription, LivePositions, Position
 from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
@@ -422,7 +422,7 @@ class KafkaSession:
                 for record in records:
                     # Moved for every record, even one not offered: a cursor
                     # is a position in the log, not in what was decoded.
-                    cursor = positions.read(kind, tp.partition, record.offset)
+                    positions.read(kind, tp.partition, record.offset)
                     if record.value is None:
                         continue
                     try:
@@ -430,9 +430,14 @@ class KafkaSession:
                     except DecodeError:
                         self.undecodable += 1
                         continue
-                    self._offer(event, cursor)
+                    self._offer(
+                        event,
+                        positions.here(tp.partition, kind)
+                        if self._subscriptions
+                        else None,
+                    )
 
-    def _offer(self, event: AnyEvent, cursor: Cursor | None = None) -> None:
+    def _offer(self, event: AnyEvent, position: Position | None = None) -> None:
         if isinstance(event, GateOpened) and event.header.loop_id is not None:
             self._remember(self._gates, event.gate_id, LoopId(event.header.loop_id))
         # Offered to every subscription; the closed ones are dropped only when
@@ -440,7 +445,7 @@ class KafkaSession:
         closed = False
         for subscription in self._subscriptions:
             if subscription.active:
-                subscription.offer(event, cursor)
+                subscription.offer(event, position)
             else:
                 closed = True
         if closed:

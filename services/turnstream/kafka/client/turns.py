@@ -61,7 +61,7 @@ from turnstream.events import (
 )
 from turnstream.ids import CommandId, LoopId
 from turnstream.kafka.client.cursor import Cursor
-from turnstream.kafka.client.live import CursorSubscription
+from turnstream.kafka.client.live import CursorSubscription, cursor_at
 from turnstream.runtime.subscription import EventFilter, LoopScope, Subscription
 
 if TYPE_CHECKING:
@@ -294,9 +294,9 @@ class Turn:
             except StopAsyncIteration:
                 raise SessionError("session_closing") from None
             else:
-                self._pending.append((event, _as_cursor(position)))
+                self._pending.append((event, cursor_at(position)))
                 self._pending.extend(
-                    (e, _as_cursor(p)) for e, p in self._subscription.poll_positioned()
+                    (e, cursor_at(p)) for e, p in self._subscription.poll_positioned()
                 )
                 return
         await self._read_journal()
@@ -415,10 +415,6 @@ class Turn:
         )
         self._pending.clear()
         self.close()
-
-
-def _as_cursor(position: object | None) -> Cursor | None:
-    return position if isinstance(position, Cursor) else None
 
 
 def _terminal_status(event: Terminal) -> TurnStatus:
