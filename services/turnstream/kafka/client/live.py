@@ -37,9 +37,9 @@ __all__ = ["CursorSubscription", "LivePositions", "Position", "cursor_at"]
 Position = tuple[int, int, int, Kind]
 """A cursor's fields (partition, journal offset, deltas offset, kind).
 
-What the reader offers with each record: a plain tuple, as a ``Cursor`` would
-cost more to make than the rest of handing the record out; it becomes a
-:class:`~turnstream.kafka.client.cursor.Cursor` when someone asks for one.
+What the reader offers with each record: a plain tuple, since a frozen
+``Cursor`` costs many times more to make and most are never looked at; it
+becomes a :class:`~turnstream.kafka.client.cursor.Cursor` when asked for.
 """
 
 
