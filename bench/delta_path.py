@@ -139,10 +139,10 @@ def stamped(stamps: Stamps) -> Iterator[None]:
         stamps.mark(stamps.text_of_value.get(bytes(data)), "fetched")
         return unmarshal(self, data)
 
-    def offer_(self: KafkaSession, event: AnyEvent) -> None:
+    def offer_(self: KafkaSession, event: AnyEvent, position: Any = None) -> None:
         if isinstance(event, TokenDelta):
             stamps.mark(_text(event), "offered")
-        offer(self, event)
+        offer(self, event, position)
 
     async def stamped_(self: Any, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for event in stamped_model(self, events):

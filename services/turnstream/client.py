@@ -20,9 +20,11 @@ Table of contents:
   an :class:`Attachment`: the loop's journal events and deltas as
   :class:`Streamed` items, each with the :class:`Cursor` after it, replayed
   from the cursor and then live (a :class:`DeltasExpired` notice when tokens
-  after it are gone);
+  after it are gone); the cursor may come from any stream a session yields:
+  an attachment's, ``turn.cursor`` or a subscription's;
 - **watch and replay** -- ``session.subscribe_events(EventFilter(...))`` (live,
-  :class:`LoopScope` per delivery class) and ``session.replay(loop_id)``;
+  :class:`LoopScope` per delivery class; a :class:`CursorSubscription`:
+  ``subscription.cursor_for(loop_id)``) and ``session.replay(loop_id)``;
 - **consume downstream** -- :class:`JournalConsumer` hands every loop's
   journal events to a handler as :class:`JournalRecord` (event, partition,
   offset), in a consumer group, at least once;
@@ -73,6 +75,7 @@ from turnstream.ids import CommandId, LoopId, SessionId
 from turnstream.kafka.client import (
     Attachment,
     Cursor,
+    CursorSubscription,
     DeltasExpired,
     JournalConsumer,
     JournalRecord,
@@ -97,6 +100,7 @@ __all__ = [
     "CommandTooLargeError",
     "ConfigError",
     "Cursor",
+    "CursorSubscription",
     "DecodeError",
     "DeltasExpired",
     "EnduringEvent",

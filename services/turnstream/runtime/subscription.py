@@ -11,7 +11,11 @@ event) and :class:`Subscription`, the bounded per-subscriber buffer (§3.4):
   (resync from the journal);
 * :meth:`Subscription.close` is idempotent and ends iteration at once; a hub
   end (:meth:`Subscription.end`) lets the consumer drain what is buffered
-  first; the first terminal state wins.
+  first; the first terminal state wins;
+* a hub may offer each event with a *position* (opaque here: the Kafka session
+  offers a cursor, where its stream stands just after the event);
+  :attr:`Subscription.position` is the position of the last event taken, so a
+  consumer can resume from where it read, not from where the hub stands.
 
 Pure asyncio; imports only value types and errors.
 """
@@ -32,8 +36,12 @@ __all__ = [
     "DEFAULT_SUBSCRIBER_CAPACITY",
     "EventFilter",
     "LoopScope",
+    "Positioned",
     "Subscription",
 ]
+
+Positioned = tuple[AnyEvent, object | None]
+"""An event and the hub's position just after it (``None``: the hub gives none)."""
 
 DEFAULT_SUBSCRIBER_CAPACITY = 256
 
@@ -100,7 +108,8 @@ class Subscription:
         self.filter = event_filter
         self.capacity = capacity
         self.dropped = 0
-        self._buffer: deque[AnyEvent] = deque()
+        self._buffer: deque[Positioned] = deque()
+        self._position: object | None = None
         self._state = _State.OPEN
         self._error: SubscriptionLossError | None = None
         self._wake = asyncio.Event()
@@ -111,14 +120,24 @@ class Subscription:
         return self._error
 
     @property
+    def position(self) -> object | None:
+        """The hub's position after the last event taken (``None`` before any)."""
+        return self._position
+
+    @property
     def active(self) -> bool:
         """Whether the hub should still offer events."""
         return self._state is _State.OPEN
 
     # -- hub side -------------------------------------------------------
 
-    def offer(self, event: AnyEvent) -> None:
-        """Hand over one event without blocking (filtered here)."""
+    def offer(self, event: AnyEvent, position: object | None = None) -> None:
+        """Hand over one event without blocking (filtered here).
+
+        Args:
+            event: the event.
+            position: where the hub's stream stands just after it (opaque).
+        """
         if self._state is not _State.OPEN or not self.filter.should_deliver(event):
             return
         if len(self._buffer) >= self.capacity:
@@ -128,7 +147,7 @@ class Subscription:
             self._error = SubscriptionLossError(event.DELIVERY.value, self.capacity)
             self._state = _State.LOST
         else:
-            self._buffer.append(event)
+            self._buffer.append((event, position))
         self._wake.set()
 
     def end(self) -> None:
@@ -148,17 +167,33 @@ class Subscription:
 
     def poll(self) -> list[AnyEvent]:
         """Take every buffered event without waiting."""
+        return [event for event, _ in self.poll_positioned()]
+
+    def poll_positioned(self) -> list[Positioned]:
+        """Take every buffered event, each with its position, without waiting."""
         taken = list(self._buffer)
         self._buffer.clear()
+        for event, position in taken:
+            self._took(event, position)
         return taken
+
+    def _took(self, event: AnyEvent, position: object | None) -> None:
+        """Note an event just taken and its position (subclasses keep more)."""
+        self._position = position
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> AnyEvent:
+        event, _ = await self._next_positioned()
+        return event
+
+    async def _next_positioned(self) -> Positioned:
         while True:
             if self._buffer:
-                return self._buffer.popleft()
+                item = self._buffer.popleft()
+                self._took(*item)
+                return item
             if self._state is _State.LOST and self._error is not None:
                 raise self._error
             if self._state is not _State.OPEN:
@@ -176,3 +211,14 @@ class Subscription:
         """
         async with asyncio.timeout(timeout):
             return await self.__anext__()
+
+    async def next_positioned(self, timeout: float) -> Positioned:  # noqa: ASYNC109 - a bounded read
+        """The next event and its position, waiting at most ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: nothing arrived in time.
+            StopAsyncIteration: the subscription ended or was closed.
+            SubscriptionLossError: the subscription fell behind.
+        """
+        async with asyncio.timeout(timeout):
+            return await self._next_positioned()

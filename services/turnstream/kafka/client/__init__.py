@@ -10,14 +10,18 @@ A table of contents:
   stream, an opaque URL-safe string), :class:`Streamed` (an event with the
   cursor after it), :class:`DeltasExpired`, and :class:`Attachment`, what
   ``KafkaSession.attach`` returns: replay from a cursor, then live;
+- ``live``: :class:`CursorSubscription`, what ``subscribe_events`` returns (a
+  live subscription whose events each come with the cursor after them:
+  ``cursor``, ``cursor_for(loop_id)``), and the reader's positions behind it;
 - ``hub``: :class:`StreamHub`, many loop streams (:class:`HubStream`) over
   one consumer per topic, each with a bounded queue (:class:`StreamDropped`
   when a slow one is dropped);
 - ``journal_consumer``: :class:`JournalConsumer`, the downstream reader of
   every loop's events (a consumer group, ``read_committed``, at-least-once
   commits after the handler, rebalance-safe) and :class:`JournalRecord`;
-- ``turns``: :class:`Turn` (a handle following one input to its outcome),
-  :class:`TurnOutcome`, :class:`TurnStatus`;
+- ``turns``: :class:`Turn` (a handle following one input to its outcome;
+  ``turn.cursor`` resumes it with ``attach``), :class:`TurnOutcome`,
+  :class:`TurnStatus`;
 - ``inspection``: what an operator reads across partitions (every loop's
   latest state, the dead letters' headers), for ``turnstream loops`` and
   ``turnstream dlq``.
@@ -35,6 +39,7 @@ from turnstream.kafka.client.cursor import AttachItem, Cursor, DeltasExpired, St
 from turnstream.kafka.client.hub import HubStream, StreamDropped, StreamHub
 from turnstream.kafka.client.inspection import read_loop_head_state
 from turnstream.kafka.client.journal_consumer import JournalConsumer, JournalRecord
+from turnstream.kafka.client.live import CursorSubscription
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.client.turns import Turn, TurnOutcome, TurnStatus
 from turnstream.kafka.connection import KafkaConnection
@@ -50,6 +55,7 @@ __all__ = [
     "AttachItem",
     "Attachment",
     "Cursor",
+    "CursorSubscription",
     "DeltasExpired",
     "HubStream",
     "JournalConsumer",

@@ -15,7 +15,10 @@ Owns :class:`KafkaSession`. It implements the runtime's
   an enduring one). A subscription gets every event the reader fetches after
   it was made: everything committed later, and possibly a few events committed
   just before that the reader had not fetched yet. Across the two topics there
-  is no order between deltas and journal events;
+  is no order between deltas and journal events. Each event comes with the
+  cursor just after it (:class:`~turnstream.kafka.client.live.CursorSubscription`:
+  ``subscription.cursor``, ``subscription.cursor_for(loop_id)``), so a client
+  that read part of a stream resumes with :meth:`KafkaSession.attach`;
 * history is a separate read: :meth:`KafkaSession.replay` scans the loop's
   events partition up to the last stable offset, filtered by key;
 * submit and wait: :meth:`KafkaSession.submit_and_wait` and
@@ -91,7 +94,8 @@ from turnstream.kafka.client.attach import (
     check_cursor,
     start_cursor,
 )
-from turnstream.kafka.client.cursor import Cursor
+from turnstream.kafka.client.cursor import Cursor, Kind
+from turnstream.kafka.client.live import CursorSubscription, LivePositions, Position
 from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
 from turnstream.kafka.clients import KafkaClients, start_client, stop_client
 from turnstream.kafka.connection import KafkaConnection
@@ -180,6 +184,7 @@ class KafkaSession:
         self._readers: list[Any] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._subscriptions: list[Subscription] = []
+        self._positions: LivePositions | None = None
         self._submitted: OrderedDict[CommandId, LoopId] = OrderedDict()
         self._gates: OrderedDict[UUID, LoopId] = OrderedDict()
         self._closed = False
@@ -327,10 +332,13 @@ class KafkaSession:
         self._producer = producer
         if not live:
             return
-        for topic, committed, decode in (
-            (self._topics.events, True, self._codec.unmarshal_event),
-            (self._topics.deltas, False, self._codec.unmarshal_ephemeral),
-        ):
+        positions = LivePositions(counts[self._topics.events])
+        kinds: tuple[tuple[str, bool, Callable[[bytes], AnyEvent], Kind], ...] = (
+            (self._topics.events, True, self._codec.unmarshal_event, "e"),
+            (self._topics.deltas, False, self._codec.unmarshal_ephemeral, "d"),
+        )
+        pumps: list[tuple[Any, Callable[[bytes], AnyEvent], Kind, str]] = []
+        for topic, committed, decode, kind in kinds:
             reader = self._clients.consumer(
                 "live", read_committed=committed, auto_offset_reset="latest"
             )
@@ -347,7 +355,9 @@ class KafkaSession:
                 async with asyncio.timeout(self._clients.connection.request_timeout):
                     await reader.seek_to_end(*assigned)
                     for tp in assigned:  # resolve the positions now: live from here
-                        await reader.position(tp)
+                        positions.start(
+                            kind, tp.partition, int(await reader.position(tp))
+                        )
             except (TimeoutError, KafkaError) as exc:
                 denied = authorization_error(
                     exc,
@@ -357,8 +367,15 @@ class KafkaSession:
                     resource=topic,
                 )
                 raise denied or transport_error("position live reader", exc) from exc
+            pumps.append((reader, decode, kind, topic))
+        # Started once both topics' positions are known: a record's cursor
+        # names both.
+        self._positions = positions
+        for reader, decode, kind, topic in pumps:
             self._tasks.append(
-                asyncio.create_task(self._pump(reader, decode), name=f"live-{topic}")
+                asyncio.create_task(
+                    self._pump(reader, decode, kind, positions), name=f"live-{topic}"
+                )
             )
 
     async def close(self) -> None:
@@ -396,7 +413,13 @@ class KafkaSession:
 
     # ----------------------------------------------------------- live events
 
-    async def _pump(self, reader: Any, decode: Callable[[bytes], AnyEvent]) -> None:
+    async def _pump(
+        self,
+        reader: Any,
+        decode: Callable[[bytes], AnyEvent],
+        kind: Kind,
+        positions: LivePositions,
+    ) -> None:
         while True:
             try:
                 batch = await reader.getmany(timeout_ms=_FETCH_MS)
@@ -404,8 +427,11 @@ class KafkaSession:
                 _log.warning("live read failed", extra={"exc_type": type(exc).__name__})
                 await asyncio.sleep(0.5)
                 continue
-            for records in batch.values():
+            for tp, records in batch.items():
                 for record in records:
+                    # Moved for every record, even one not offered: a cursor
+                    # is a position in the log, not in what was decoded.
+                    positions.read(kind, tp.partition, record.offset)
                     if record.value is None:
                         continue
                     try:
@@ -413,9 +439,14 @@ class KafkaSession:
                     except DecodeError:
                         self.undecodable += 1
                         continue
-                    self._offer(event)
+                    self._offer(
+                        event,
+                        positions.here(tp.partition, kind)
+                        if self._subscriptions
+                        else None,
+                    )
 
-    def _offer(self, event: AnyEvent) -> None:
+    def _offer(self, event: AnyEvent, position: Position | None = None) -> None:
         if isinstance(event, GateOpened) and event.header.loop_id is not None:
             self._remember(self._gates, event.gate_id, LoopId(event.header.loop_id))
         # Offered to every subscription; the closed ones are dropped only when
@@ -423,7 +454,7 @@ class KafkaSession:
         closed = False
         for subscription in self._subscriptions:
             if subscription.active:
-                subscription.offer(event)
+                subscription.offer(event, position)
             else:
                 closed = True
         if closed:
@@ -431,11 +462,20 @@ class KafkaSession:
 
     def subscribe_events(
         self, event_filter: EventFilter, *, capacity: int | None = None
-    ) -> Subscription:
-        """Watch events committed (or streamed) from now on; no replay."""
+    ) -> CursorSubscription:
+        """Watch events committed (or streamed) from now on; no replay.
+
+        Each event comes with the cursor just after it: after reading some,
+        ``attach(loop_id, after=subscription.cursor_for(loop_id))`` (from this
+        process or another) yields exactly the loop's events and tokens the
+        subscription has not yielded yet (see
+        :mod:`turnstream.kafka.client.live`).
+        """
         if self._closed:
             raise SessionError("session_closing")
-        subscription = Subscription(event_filter, capacity or self._capacity)
+        subscription = CursorSubscription(
+            event_filter, capacity or self._capacity, self._positions
+        )
         self._subscriptions.append(subscription)
         return subscription
 

@@ -27,6 +27,15 @@ read as well when following an input sent earlier
 (:meth:`KafkaSession.follow`), when the subscription falls behind, and after
 ``resync`` seconds without an event, so a wait survives a missed live record.
 Journal events are deduplicated by ``header.event_id``.
+
+:attr:`Turn.cursor` is where the handle stands in its loop's stream: the
+cursor after the last event yielded, in the form
+:meth:`KafkaSession.attach` takes, so a client that stops reading (or whose
+process goes away) resumes with ``attach(loop_id, after=turn.cursor)`` and
+gets the rest once. It is kept from the cursors the live feed offers
+(:mod:`turnstream.kafka.client.live`) and the journal offsets read, each
+topic's offset only moving forward; the early deltas yielded after their
+``TurnStarted`` get cursors that still lie before them.
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.ids import CommandId, LoopId
+from turnstream.kafka.client.cursor import Cursor
+from turnstream.kafka.client.live import CursorSubscription, cursor_at
 from turnstream.runtime.subscription import EventFilter, LoopScope, Subscription
 
 if TYPE_CHECKING:
@@ -97,6 +108,9 @@ Answer = TurnStarted | TurnFoldedInto | TurnRejected | InputCancelled
 
 Terminal = TurnDone | TurnFailed | TurnInterrupted
 """The event that ends a turn."""
+
+_Item = tuple[AnyEvent, Cursor | None]
+"""An event to yield and the cursor after it (``None``: no live reader)."""
 
 
 class TurnStatus(StrEnum):
@@ -166,7 +180,8 @@ class Turn:
     Iterate it (``async for event in turn``) to see the answer, the turn's
     journal events and, if asked, its ``TokenDelta`` chunks; then
     :meth:`outcome` (or just ``await turn.outcome()``, which reads to the end).
-    Close it (``async with`` or :meth:`close`) if you stop early.
+    Close it (``async with`` or :meth:`close`) if you stop early; to go on
+    later, keep :attr:`cursor` and ``attach(turn.loop_id, after=cursor)``.
     """
 
     def __init__(
@@ -184,14 +199,21 @@ class Turn:
         self._subscription: Subscription = session.subscribe_events(
             EventFilter(enduring=scope, ephemeral=scope if tokens else LoopScope())
         )
+        self._cursor: Cursor | None = (
+            self._subscription.cursor_for(loop_id)
+            if isinstance(self._subscription, CursorSubscription)
+            else None
+        )
+        self._at: Cursor | None = None
         self._resync = resync
+        self._tokens = tokens
         self._position = 0
-        self._pending: list[AnyEvent] = []
+        self._pending: list[_Item] = []
         self._seen_ids: set[UUID] = set()
         self._answer: Answer | None = None
         self._terminal: Terminal | None = None
         self._events: list[AnyEvent] = []
-        self._held: deque[AnyEvent] = deque(maxlen=_HELD_MAX)
+        self._held: deque[_Item] = deque(maxlen=_HELD_MAX)
         self._outcome: TurnOutcome | None = None
         self._live = True
 
@@ -200,6 +222,21 @@ class Turn:
         self.command_id = command_id
         if from_journal:
             self._live = False  # read the journal first: the answer may be there
+            if self._cursor is not None:
+                # The journal is read from its start: so is the stream.
+                self._cursor = Cursor(self._cursor.partition, 0, self._cursor.deltas)
+
+    @property
+    def cursor(self) -> Cursor | None:
+        """Where this handle stands in its loop's stream, for ``attach(after=...)``.
+
+        The cursor after the last event yielded (before any: where following
+        began). ``attach(turn.loop_id, after=turn.cursor)``, in this process
+        or another, yields every event of the loop after it once and none
+        this handle yielded; its tokens too, whether this handle was asked
+        for them or not. ``None`` when the session has no live reader.
+        """
+        return self._cursor
 
     # -------------------------------------------------------------- reading
 
@@ -211,8 +248,9 @@ class Turn:
             if not self._pending:
                 await self._fill()
             while self._pending:
-                event = self._pending.pop(0)
-                if self._take(event):
+                event, self._at = self._pending.pop(0)
+                if self._take(event):  # may move ``_at`` (early deltas)
+                    self._advance(self._at)
                     return event
         self.close()
         raise StopAsyncIteration
@@ -248,7 +286,7 @@ class Turn:
     async def _fill(self) -> None:
         if self._live:
             try:
-                event = await self._subscription.next(self._resync)
+                event, position = await self._subscription.next_positioned(self._resync)
             except TimeoutError:
                 pass  # quiet: make sure nothing was missed
             except SubscriptionLossError:
@@ -256,8 +294,10 @@ class Turn:
             except StopAsyncIteration:
                 raise SessionError("session_closing") from None
             else:
-                self._pending.append(event)
-                self._pending.extend(self._subscription.poll())
+                self._pending.append((event, cursor_at(position)))
+                self._pending.extend(
+                    (e, cursor_at(p)) for e, p in self._subscription.poll_positioned()
+                )
                 return
         await self._read_journal()
 
@@ -265,7 +305,17 @@ class Turn:
         entries = await self._session.replay_entries(self.loop_id, from_=self._position)
         if entries:
             self._position = entries[-1].offset + 1
-            self._pending.extend(e.event for e in entries)
+            # A journal event says nothing of the deltas: 0 keeps their offset.
+            here = self._cursor
+            self._pending.extend(
+                (
+                    e.event,
+                    None
+                    if here is None
+                    else Cursor(here.partition, e.offset + 1, 0, "e"),
+                )
+                for e in entries
+            )
         elif not self._live and self._subscription.active:
             # Caught up with the journal: go back to live (deduplicated).
             self._live = True
@@ -292,7 +342,7 @@ class Turn:
     def _take_answer(self, event: AnyEvent) -> bool:
         if self.command_id is None or event.reply_to() != self.command_id:
             if not event.is_enduring() and event.header.turn_id is not None:
-                self._held.append(event)  # may be of the turn our answer starts
+                self._held.append((event, self._at))  # may be of our answer's turn
             return False
         self._events.append(event)
         if isinstance(event, TurnRejected):
@@ -305,13 +355,52 @@ class Turn:
             self._answer = event
             # A new turn is wholly ours: its early live events come next.
             turn_id = event.header.turn_id
-            early = [e for e in self._held if e.header.turn_id == turn_id]
-            self._pending[:0] = early
+            early = [i for i in self._held if i[0].header.turn_id == turn_id]
+            self._pending[:0] = self._before_early(early)
         elif isinstance(event, TurnFoldedInto):
             self._answer = event  # the running turn's events before it are not ours
         if self._answer is not None:
             self._held.clear()
         return True  # InputQueued (live-only) is yielded, not an answer
+
+    def _before_early(self, early: list[_Item]) -> list[_Item]:
+        """Re-cursor the early deltas yielded after ``TurnStarted`` (now ``_at``).
+
+        They were read before it, so the cursor the feed gave ``TurnStarted``
+        lies after them: resuming there would skip them. Each of them, and
+        ``TurnStarted`` itself, gets the journal offset after
+        ``TurnStarted`` and the deltas offset of the next early delta; the
+        last one that of ``TurnStarted``.
+        """
+        started = self._at
+        cursors = [c for _, c in early if c is not None]
+        if not early or started is None or len(cursors) < len(early):
+            return early
+        # The deltas offset after each: the next early delta's own offset.
+        ends = [c.deltas - 1 for c in cursors[1:]]
+        ends.append(max(started.deltas, cursors[-1].deltas))
+        self._at = Cursor(started.partition, started.events, cursors[0].deltas - 1, "e")
+        return [
+            (event, Cursor(started.partition, started.events, end, "d"))
+            for (event, _), end in zip(early, ends, strict=True)
+        ]
+
+    def _advance(self, at: Cursor | None) -> None:
+        """Move :attr:`cursor` past an event yielded with cursor ``at``.
+
+        Each topic's offset only moves forward: an event found in the journal
+        before the live feed read it leaves the journal offset ahead of the
+        deltas that feed yields next. Without ``tokens`` no delta was taken,
+        so the deltas offset stays where following began.
+        """
+        if at is None or self._cursor is None:
+            return
+        deltas = self._cursor.deltas
+        if self._tokens:
+            deltas = max(deltas, at.deltas)
+        self._cursor = Cursor(
+            at.partition, max(self._cursor.events, at.events), deltas, at.kind
+        )
 
     def _finish(self, status: TurnStatus) -> None:
         if self._answer is None or self.command_id is None:
