@@ -180,8 +180,9 @@ async def test_idle_loops_beyond_the_budget_are_passivated_and_come_back_whole(
                 # live_loops as it ends, and its passivation is counted when
                 # the sweep that awaited that end runs next.
                 await assert_eventually(
-                    lambda round_=round_: metrics.live_loops <= 2
-                    and metrics.passivated >= 3 * round_,
+                    lambda round_=round_: (
+                        metrics.live_loops <= 2 and metrics.passivated >= 3 * round_
+                    ),
                     timeout=10.0,
                 )
         for loop_id in loops:
