@@ -130,6 +130,13 @@ class ActiveTurn:
     held: CommitRequest | None = None  # the final step, committed with the terminal
     cancelling: bool = False
     timer: asyncio.TimerHandle | None = None
+    # A continuing agent's turn on a planned stop: ``suspending`` stops it
+    # after its next committed StepDone; ``suspended`` it has stopped there,
+    # still open; ``leave_open`` ends it writing nothing (a handover: the
+    # next owner continues it).
+    suspending: bool = False
+    suspended: bool = False
+    leave_open: bool = False
 
     @property
     def ended(self) -> EndedTurn:
