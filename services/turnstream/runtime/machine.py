@@ -399,6 +399,7 @@ class LoopMachine:
             hooks=self._hooks,
             access_policy=self._access_policy,
             factory=self._factory,
+            check_effect_topic=self._writer.check_effect_topic,
         )
         self._run(spec, opening.hook)
 
@@ -475,6 +476,7 @@ class LoopMachine:
             hooks=self._hooks,
             access_policy=self._access_policy,
             factory=self._factory,
+            check_effect_topic=self._writer.check_effect_topic,
         )
         self._run(spec, Started(call=call, blocked=None))
         return True
@@ -540,7 +542,9 @@ class LoopMachine:
             for command_id in request.folded:
                 self._inbox.folded(command_id)
 
-        committed = await self._writer.commit(request.events, apply=apply)
+        committed = await self._writer.commit(
+            request.events, apply=apply, effects=request.effects
+        )
         _settle(request.reply, committed)
         if (
             committed

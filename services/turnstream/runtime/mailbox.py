@@ -36,6 +36,7 @@ from turnstream.commands import Interrupt, RespondGate, Retract, Shutdown, Submi
 from turnstream.content import Conversation
 from turnstream.events import EnduringEvent
 from turnstream.ids import CommandId
+from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.gates import GateAnswer
 from turnstream.runtime.handshake import ApprovalRequest, TurnOutcome
 from turnstream.runtime.input_queue import QueuedInput
@@ -214,6 +215,7 @@ class CommitRequest:
     folded: tuple[CommandId, ...]
     reply: asyncio.Future[bool]
     final: bool = False
+    effects: tuple[StagedRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from turnstream.kafka.actor.journal import PartitionJournal
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
 from turnstream.kafka.reader import StateIndex
+from turnstream.runtime.effects import StagedRecord
 from turnstream.state import LoopState
 from turnstream.wire import default_codec
 
@@ -51,6 +52,7 @@ class FakeWriter:
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], LoopState | None]] = []
         self.added: list[tuple[str, list[UUID]]] = []
+        self.effects: list[StagedRecord] = []
         self.fail = False
 
     async def append(
@@ -61,7 +63,9 @@ class FakeWriter:
         *,
         on_commit: Callable[[LoopState | None], None] | None = None,
         added_ids: Sequence[UUID] = (),
+        effects: Sequence[StagedRecord] = (),
     ) -> LoopState | None:
+        self.effects.extend(effects)
         if self.fail:
             raise CommitFailedError(0, "boom", 1, retriable=True)
         self.calls.append(([e.type_name for e in events], state))
