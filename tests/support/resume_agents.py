@@ -10,8 +10,9 @@ a resumed turn asks exactly what the crashed one would have asked next:
   step, then answers ``five steps done``.
 
 ``record`` appends ``k`` and its call's idempotency key to
-``$RESUME_LEDGER_DIR/ledger`` (outside the actor, so it survives a kill -9)
-and, the first time it runs with
+``$RESUME_LEDGER_DIR/ledger`` (outside the actor, so it survives a kill -9),
+stages the record ``key = idempotency key, value = k`` for
+``$RESUME_EFFECT_TOPIC`` when that is set, and, the first time it runs with
 ``k == $RESUME_HOLD_AT``, leaves ``held`` beside it and waits: for ever, or,
 with ``$RESUME_RELEASE`` set, until a ``release`` file appears beside it. A
 test kills or stops the process while step ``k`` is held (steps before it
@@ -56,6 +57,11 @@ def _append(line: str) -> None:
 async def _record(input_json: str, ctx: ToolContext) -> str:
     n = int(json.loads(input_json)["n"])
     _append(f"{n} {ctx.idempotency_key}")
+    effects = os.environ.get("RESUME_EFFECT_TOPIC")
+    if effects:
+        # Staged before any hold: a kill while held falls between the staging
+        # and the step's commit.
+        ctx.stage_record(effects, ctx.idempotency_key.encode(), str(n).encode())
     held = _ledger_dir() / "held"
     if n == int(os.environ.get("RESUME_HOLD_AT", "0")) and not held.exists():
         held.touch()
