@@ -8,7 +8,8 @@ tasks use to reach it. Every method of that surface only enqueues a message
 one message at a time -- no locks, no shared state.
 
 Guarantees (contract §4.10): durable before live; exactly one terminal per
-turn; the actor survives any exception in a turn and is never pinned by a turn
+turn (a continuing agent's turn handed over open gets it from its next owner);
+the actor survives any exception in a turn and is never pinned by a turn
 that ignores cancellation (``drain_timeout``); every admitted input resolves
 exactly once; ``LoopIdle`` only when the loop parks, never between chained
 turns and never on shutdown. Imports runtime modules and value types; never an

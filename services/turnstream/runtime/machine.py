@@ -4,7 +4,8 @@ Owns :class:`LoopMachine`: the mutable state of one loop -- status, turn
 index, committed history, inbox and draining entries, open gates, the running
 turn -- and the handler of every domain message: admission (§4.2), turn start
 in strict order (§4.3), the turn's hand-offs (commit, drain, gates; §4.4,
-§4.7, §4.9), interrupt / shutdown / drain timeout (§4.8), and terminal
+§4.7, §4.9), interrupt / shutdown / drain timeout (§4.8), a continuing
+agent's turn stopped open for a planned stop or a handover, and terminal
 handling with queue resolution (§4.6). Only the loop's actor task calls it, one
 message at a time, so nothing here needs a lock. Every state change follows a
 committed :class:`~turnstream.runtime.writer.LoopWriter` commit, never precedes
