@@ -7,10 +7,13 @@ steps alternating an idempotent ``refund`` (applied once per idempotency key
 by a keyed store) and a non-idempotent ``notify``, each waiting
 ``--tool-delay`` seconds so kills land mid-step. Every ``--kill-every``
 seconds one actor is killed with SIGKILL and a replacement started at once.
-The tools write a SQLite ledger outside the actors; afterwards the journal and
-the ledger are compared (see ``tests/support/ledger_churn.py`` for each
-count). Writes ``bench/results/resume_churn.json``; exits non-zero if a
-count that must be 0 is not. Run with a broker up::
+The tools write a SQLite ledger outside the actors and (unless
+``--no-kafka-effects``) each call also stages a Kafka record for an effect
+topic, committed with its step; afterwards the journal, the ledger and the
+effect topic (``read_committed``) are compared (see
+``tests/support/ledger_churn.py`` for each count). Writes
+``bench/results/resume_churn.json``; exits non-zero if a count that must be 0
+is not. Run with a broker up::
 
     python bench/resume_churn_bench.py --seconds 60 --loops 100
     python bench/resume_churn_bench.py --no-write -- --instance-id none  # dynamic
@@ -51,6 +54,7 @@ async def bench(
     max_resumes: int = 3,
     logs: Path | None = None,
     actor_args: tuple[str, ...] = (),
+    kafka_effects: bool = True,
 ) -> dict[str, object]:
     """One churn run on its own topic set; the counts and the run's parameters."""
     prefix = f"bench-ledger-{uuid.uuid4().hex[:8]}."
@@ -72,6 +76,7 @@ async def bench(
                 max_resumes=max_resumes,
                 log_dir=logs,
                 extra=actor_args,
+                kafka_effects=kafka_effects,
             )
         except BaseException:
             print(f"failed; topics kept under {prefix!r}, actor logs in {logs}")
@@ -108,6 +113,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         max_resumes=args.max_resumes,
         logs=args.logs,
         actor_args=tuple(args.actor_args),
+        kafka_effects=not args.no_kafka_effects,
     )
     print(json.dumps(summary, indent=2))
     if not args.no_write:
@@ -126,6 +132,11 @@ if __name__ == "__main__":
     parser.add_argument("--tool-delay", type=float, default=0.2)
     parser.add_argument("--max-resumes", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--no-kafka-effects",
+        action="store_true",
+        help="the tools stage no Kafka record (the ledger alone)",
+    )
     parser.add_argument("--logs", type=Path, help="write each actor's log here")
     parser.add_argument("actor_args", nargs="*", help="extra actor flags (after --)")
     result = asyncio.run(main(parser.parse_args()))

@@ -609,7 +609,12 @@ def _resume_churn_md(sec: dict[str, Any]) -> list[str]:
         f"{sec['turns']} turns of {sec['tool_steps_per_turn']} tool steps; "
         f"{sec['turns_resumed']} turns resumed, {sec['unknown_reported']} "
         "outcome-unknown results, "
-        f"{sec['refunds_run_again_with_key']} refunds run again with their key.",
+        f"{sec['refunds_run_again_with_key']} refunds run again with their key"
+        + (
+            f"; {sec['kafka_effects']} Kafka effect records (read_committed)."
+            if sec.get("kafka_effects_checked")
+            else "."
+        ),
         "",
         "| must be 0 | count |",
         "|---|--:|",

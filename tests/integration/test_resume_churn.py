@@ -7,7 +7,9 @@ Three loop-actor processes host ``tests.support.ledger_agents:ledger``
 replaced at once. The ledger the tools write outside the actors and the
 journal must show no refund applied twice, no notify run twice, each unknown
 outcome reported to the model once, every turn ``TurnDone`` and every submit
-answered once. ``bench/resume_churn_bench.py`` runs the same at full size.
+answered once. Every call also stages a Kafka record: the effect topic must
+hold, ``read_committed``, exactly one per committed call that ran and none
+other. ``bench/resume_churn_bench.py`` runs the same at full size.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ async def test_continuing_turns_under_kill_nine_churn_apply_each_effect_once(
             partitions=PARTITIONS,
             loops=20,
             settle=90,
+            kafka_effects=True,
         )
     finally:
         await delete_topic_set(kafka_bootstrap, prefix)
@@ -56,3 +59,5 @@ async def test_continuing_turns_under_kill_nine_churn_apply_each_effect_once(
     # Every logical call left one effect: refunds once per call, whatever ran.
     assert report.refund_effects == report.refund_calls == 2 * report.turns
     assert report.notify_runs == report.notify_calls
+    assert report.kafka_effects_checked
+    assert report.kafka_effects == 4 * report.turns - report.unknown_reported

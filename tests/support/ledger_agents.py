@@ -16,6 +16,10 @@ mid-step:
   with idempotency keys does (``INSERT OR IGNORE`` keyed by the key);
 - ``notify`` sends every time it runs (one row per run), as a plain API does.
 
+With ``$LEDGER_EFFECT_TOPIC`` set, each call also stages one Kafka record for
+that topic first (``ToolContext.stage_record``; key: its idempotency key,
+value: ``{"tool", "input", "step"}``): committed with the call's step or never.
+
 :class:`Ledger` opens the same file and counts what happened.
 """
 
@@ -85,6 +89,10 @@ async def _effect(tool: str, input_json: str, ctx: ToolContext, sql: str) -> Non
     call = json.loads(input_json)
     input_id, step = str(call["input"]), int(call["step"])
     key = ctx.idempotency_key
+    topic = os.environ.get("LEDGER_EFFECT_TOPIC")
+    if topic:
+        record = {"tool": tool, "input": input_id, "step": step}
+        ctx.stage_record(topic, key.encode(), json.dumps(record).encode())
     attempt = "INSERT INTO attempts VALUES (?, ?, ?, ?)"
     await asyncio.to_thread(
         _write,

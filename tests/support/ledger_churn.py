@@ -19,6 +19,15 @@ the ledger the tools wrote outside the actors, and counts what must be zero:
 - ``turns_not_done``: a turn that ended other than ``TurnDone``;
 - ``unanswered``: a submit with no outcome in time.
 
+With ``kafka_effects`` the tools also stage a Kafka record per call (see
+:mod:`tests.support.ledger_agents`) for the topic ``{prefix}effects``, read
+afterwards ``read_committed``; counts that must be zero then too:
+
+- ``kafka_effect_duplicates``: a logical call with more than one record;
+- ``kafka_effects_without_step``: a record of a call that no committed step
+  records as run (absent, or given the outcome-unknown result);
+- ``kafka_effects_missing``: a committed call that ran without its record.
+
 It also checks the journal invariants (:func:`check_journal`: every submit
 answered exactly once, one terminal per turn) and keeps what broke them.
 """
@@ -36,6 +45,7 @@ from uuid import UUID, uuid4
 
 from tests.support.actors import ActorFleet, ActorProcess
 from tests.support.churn import kill_on_schedule, start_fleet
+from tests.support.kafka import consume_all, create_topic
 from tests.support.kafka_harness import check_journal, connect, read_all
 from tests.support.ledger_agents import LEDGER_STEPS, Ledger, tool_for
 
@@ -82,6 +92,12 @@ class LedgerReport:
     unknown_reported: int = 0
     unknown_not_run: int = 0
     journal_invariants: str = "ok"
+    kafka_effects_checked: bool = False
+    kafka_effects: int = 0
+    kafka_effect_duplicates: int = 0
+    kafka_effects_without_step: int = 0
+    kafka_effects_missing: int = 0
+    kafka_effects_uncommitted_seen: int = 0
 
     def zero_counts(self) -> dict[str, int]:
         """The counts that must be 0."""
@@ -96,6 +112,12 @@ class LedgerReport:
             "unanswered",
             "self_exits",
         )
+        if self.kafka_effects_checked:
+            names += (
+                "kafka_effect_duplicates",
+                "kafka_effects_without_step",
+                "kafka_effects_missing",
+            )
         counts = {n: int(getattr(self, n)) for n in names}
         counts["journal_invariants_broken"] = int(self.journal_invariants != "ok")
         return counts
@@ -197,6 +219,36 @@ def _count(
     report.effects_without_step = len(ran - set(results))
 
 
+async def _count_kafka_effects(
+    bootstrap: str,
+    topic: str,
+    results: dict[tuple[str, int], list[str]],
+    report: LedgerReport,
+) -> None:
+    """Compare the effect topic (``read_committed``) with the committed calls."""
+    committed = await consume_all(bootstrap, topic, isolation_level="read_committed")
+    everything = await consume_all(bootstrap, topic)
+    report.kafka_effects_checked = True
+    report.kafka_effects = len(committed)
+    # Records of aborted or never-committed transactions: present in the log,
+    # hidden from read_committed consumers (transaction markers not counted).
+    report.kafka_effects_uncommitted_seen = len(everything) - len(committed)
+    records: Counter[tuple[str, int]] = Counter()
+    for record in committed:
+        body = json.loads(record.value or b"{}")
+        records[(str(body["input"]), int(body["step"]))] += 1
+    report.kafka_effect_duplicates = sum(n - 1 for n in records.values() if n > 1)
+    ran = {
+        call
+        for call, texts in results.items()
+        if any(text and text != OUTCOME_UNKNOWN for text in texts)
+    }
+    report.kafka_effects_without_step = sum(
+        n for call, n in records.items() if call not in ran
+    )
+    report.kafka_effects_missing = len(ran - set(records))
+
+
 async def run_ledger_churn(
     bootstrap: str,
     prefix: str,
@@ -215,6 +267,7 @@ async def run_ledger_churn(
     log_dir: Path | None = None,
     agent: str = AGENT,
     extra: tuple[str, ...] = (),
+    kafka_effects: bool = False,
 ) -> LedgerReport:
     """Run the churn for ``duration`` seconds, let every turn finish, count."""
     rng = random.Random(seed)
@@ -226,6 +279,10 @@ async def run_ledger_churn(
         "LEDGER_MAX_RESUMES": str(max_resumes),
         "PYTHONPATH": str(PROJECT_DIR),
     }
+    effect_topic = f"{prefix}effects"
+    if kafka_effects:
+        await create_topic(bootstrap, effect_topic, partitions=partitions)
+        env["LEDGER_EFFECT_TOPIC"] = effect_topic
     fleet = ActorFleet(bootstrap, prefix, extra=extra, log_dir=log_dir)
 
     async def spawn() -> ActorProcess:
@@ -274,4 +331,6 @@ async def run_ledger_churn(
         per_loop.setdefault(entry.loop_id, []).append(entry.event)
     results = _journal_calls(per_loop, report)
     _count(results, ledger, report)
+    if kafka_effects:
+        await _count_kafka_effects(bootstrap, effect_topic, results, report)
     return report

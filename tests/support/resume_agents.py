@@ -10,11 +10,13 @@ a resumed turn asks exactly what the crashed one would have asked next:
   step, then answers ``five steps done``.
 
 ``record`` appends ``k`` and its call's idempotency key to
-``$RESUME_LEDGER_DIR/ledger`` (outside the actor, so it survives a kill -9)
-and, the first time it runs with
-``k == $RESUME_HOLD_AT``, leaves ``held`` beside it and waits for ever: the
-test kills the process while step ``k`` is held (steps before it committed,
-step ``k`` not). ``confirm`` appends ``confirm`` to the ledger.
+``$RESUME_LEDGER_DIR/ledger`` (outside the actor, so it survives a kill -9),
+stages the record ``key = idempotency key, value = k`` for
+``$RESUME_EFFECT_TOPIC`` when that is set, and, the first time it runs with
+``k == $RESUME_HOLD_AT``, leaves ``held`` beside it and waits: for ever, or,
+with ``$RESUME_RELEASE`` set, until a ``release`` file appears beside it. A
+test kills or stops the process while step ``k`` is held (steps before it
+committed, step ``k`` not). ``confirm`` appends ``confirm`` to the ledger.
 ``continuing`` declares ``record`` not idempotent (a call approved before the
 crash is not run again), ``continuing_idempotent`` declares it idempotent.
 """
@@ -55,10 +57,19 @@ def _append(line: str) -> None:
 async def _record(input_json: str, ctx: ToolContext) -> str:
     n = int(json.loads(input_json)["n"])
     _append(f"{n} {ctx.idempotency_key}")
+    effects = os.environ.get("RESUME_EFFECT_TOPIC")
+    if effects:
+        # Staged before any hold: a kill while held falls between the staging
+        # and the step's commit.
+        ctx.stage_record(effects, ctx.idempotency_key.encode(), str(n).encode())
     held = _ledger_dir() / "held"
     if n == int(os.environ.get("RESUME_HOLD_AT", "0")) and not held.exists():
         held.touch()
-        await asyncio.Event().wait()  # held until the process is killed
+        if not os.environ.get("RESUME_RELEASE"):
+            await asyncio.Event().wait()  # held until the process is killed
+        # A file another process creates: nothing here to wait on but polling.
+        while not (_ledger_dir() / "release").exists():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
     return f"recorded {n}"
 
 

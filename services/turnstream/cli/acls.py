@@ -22,7 +22,10 @@ from turnstream.cli._common import console
 from turnstream.cli.failures import exit_on_errors
 from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.settings import DEFAULT_GROUP_ID, ExitCode, KafkaTarget
+from turnstream.errors import ConfigError
 from turnstream.kafka.admin.acls import Acl, Role, RoleNames, apply_acls, role_acls
+from turnstream.runtime.effects import check_topic_name
+from turnstream.runtime.errors import EffectError
 
 __all__ = ["acls", "planned_acls"]
 
@@ -97,6 +100,16 @@ def acls(
             help="The analytics worker's output topic.",
         ),
     ] = "turnstream.analytics.v1",
+    effect_topic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--effect-topic",
+            help=(
+                "A topic the actors' tools stage records to "
+                "(ToolContext.stage_record): the actor gets Write on it. Repeat it."
+            ),
+        ),
+    ] = None,
 ) -> None:
     """Print (or --apply) the least-privilege ACLs of the actor, client, analytics.
 
@@ -113,7 +126,13 @@ def acls(
             txn_prefix=txn_prefix,
             analytics_app_id=analytics_app_id,
             analytics_topic=analytics_topic,
+            effect_topics=tuple(effect_topic or ()),
         )
+        for topic in names.effect_topics:
+            try:
+                check_topic_name(topic)
+            except EffectError as exc:
+                raise ConfigError("effect_topic", f"{topic!r}: {exc.reason}") from exc
         principals = {
             Role.ACTOR: actor_principal,
             Role.CLIENT: client_principal,

@@ -21,6 +21,7 @@ from turnstream.errors import (
 )
 from turnstream.events import EnduringEvent, EventBase
 from turnstream.ids import LoopId
+from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.ports import Recovery
 from turnstream.runtime.progress import CommandProgress
 from turnstream.validation import validate_event
@@ -44,16 +45,21 @@ class InMemoryJournal:
     def __init__(self) -> None:
         self._logs: dict[LoopId, list[EnduringEvent]] = {}
         self._by_id: dict[object, EnduringEvent] = {}
+        self.effects: list[tuple[LoopId, StagedRecord]] = []
+        """The records tool calls staged, committed with their steps, in order."""
 
     async def append(
         self,
         loop_id: LoopId,
         events: Sequence[EnduringEvent],
         progress: CommandProgress | None = None,
+        effects: Sequence[StagedRecord] = (),
     ) -> None:
         """Validate every event, then append them all (or none).
 
         ``progress`` is ignored: in memory there is no command log to redeliver.
+        ``effects`` are kept in :attr:`effects` with the events, or not at all
+        (an identical retry of the events keeps them once).
 
         Raises:
             EphemeralNotPersistableError: an ephemeral event was given.
@@ -73,6 +79,8 @@ class InMemoryJournal:
         log.extend(fresh)
         for event in fresh:
             self._by_id[event.header.event_id] = event
+        if fresh:
+            self.effects.extend((loop_id, record) for record in effects)
 
     @staticmethod
     def _check(loop_id: LoopId, event: EventBase) -> None:

@@ -7,6 +7,8 @@ Table of contents (one module per thing it owns):
   ``OpenedTool`` with its host-managed ``ToolResource``),
   ``AccessPolicy``; ``model_client`` -- the ``ModelClient`` port;
 - ``config`` -- ``LoopConfig``, ``ToolLimits``;
+- ``effects`` -- ``StagedRecord``: records a tool call stages
+  (``ToolContext.stage_record``), committed with its step;
 - ``agent`` -- ``Agent`` (the user's definition of what a loop runs),
   ``AccessRules``, ``AgentHost`` (the agents a service hosts);
   ``function_tool`` -- ``@tool``: tools from typed functions;
@@ -35,7 +37,13 @@ from turnstream.runtime.accumulate import INTERRUPTED_NOTICE, TRUNCATED_NOTICE
 from turnstream.runtime.actor import LoopActor, LoopStatus
 from turnstream.runtime.agent import AccessRules, Agent, AgentHost
 from turnstream.runtime.config import LoopConfig, RestorePolicy, ToolLimits
-from turnstream.runtime.errors import CommitError, LoopClosedError, RestoreError
+from turnstream.runtime.effects import StagedRecord
+from turnstream.runtime.errors import (
+    CommitError,
+    EffectError,
+    LoopClosedError,
+    RestoreError,
+)
 from turnstream.runtime.fold import fold_loop
 from turnstream.runtime.function_tool import TypedTool, tool
 from turnstream.runtime.gates import GateAnswer
@@ -102,6 +110,7 @@ __all__ = [
     "CommitError",
     "Content",
     "Denial",
+    "EffectError",
     "EventFilter",
     "EventSource",
     "GateAnswer",
@@ -134,6 +143,7 @@ __all__ = [
     "RestorePolicy",
     "SequentialTool",
     "Session",
+    "StagedRecord",
     "StreamEnd",
     "SubscribableHub",
     "Subscription",

@@ -8,7 +8,8 @@ tasks use to reach it. Every method of that surface only enqueues a message
 one message at a time -- no locks, no shared state.
 
 Guarantees (contract §4.10): durable before live; exactly one terminal per
-turn; the actor survives any exception in a turn and is never pinned by a turn
+turn (a continuing agent's turn handed over open gets it from its next owner);
+the actor survives any exception in a turn and is never pinned by a turn
 that ignores cancellation (``drain_timeout``); every admitted input resolves
 exactly once; ``LoopIdle`` only when the loop parks, never between chained
 turns and never on shutdown. Imports runtime modules and value types; never an
@@ -49,6 +50,7 @@ from turnstream.runtime.mailbox import (
     Posted,
     ShutdownRequest,
     StateQuery,
+    SuspendRequest,
     TurnEnded,
 )
 from turnstream.runtime.model_client import ModelClient
@@ -220,6 +222,11 @@ class LoopActor:
             and not machine.tasks
         )
 
+    @property
+    def turn_suspended(self) -> bool:
+        """Its turn stopped after a committed step, open for the next owner."""
+        return self._machine.turn_suspended
+
     def post(self, command: Command, position: int | None = None) -> None:
         """Send a command without waiting; commands take effect in post order.
 
@@ -251,7 +258,9 @@ class LoopActor:
         reply: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         return await self._ask(InterruptRequest(command, reply), reply, priority=False)
 
-    async def shutdown(self, command: Shutdown, *, urgent: bool = False) -> None:
+    async def shutdown(
+        self, command: Shutdown, *, urgent: bool = False, handover: bool = False
+    ) -> None:
         """Stop the loop (quietly: no LoopIdle); return once it has stopped.
 
         Args:
@@ -259,12 +268,28 @@ class LoopActor:
             urgent: the host's own stop (a handover, the session closing), served
                 before queued commands, which then stay unanswered; a client's
                 ``Shutdown`` is not urgent and takes effect in order.
+            handover: another owner takes the loop over: an agent that
+                continues turns (``on_restore="continue"``) leaves its open
+                turn to it, writing nothing that ends it (a step still running
+                is dropped uncommitted); any other agent's turn is interrupted.
         """
         reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        request = ShutdownRequest(command, reply, handover=handover)
         try:
-            await self._ask(ShutdownRequest(command, reply), reply, priority=urgent)
+            await self._ask(request, reply, priority=urgent)
         except LoopClosedError:
             return  # already stopped: shutdown is idempotent
+
+    def suspend_turn(self) -> bool:
+        """A planned stop is coming: stop a continuing turn after its current step.
+
+        An agent that continues turns lets its running turn commit the step
+        it is in, then stops it there without ending it (the actor keeps
+        serving interrupts and gate answers): a handover that follows leaves
+        the turn, with nothing uncommitted, to the next owner. Any other
+        agent's turn runs on. ``False``: the actor has stopped.
+        """
+        return self._mail.put_priority(SuspendRequest())
 
     async def respond_gate(self, command: RespondGate) -> GateAnswer:
         """Answer a gate and learn what became of the answer."""
@@ -328,7 +353,7 @@ class LoopActor:
         finally:
             self._stopped.set()
 
-    async def _handle(self, message: ActorMessage) -> None:
+    async def _handle(self, message: ActorMessage) -> None:  # noqa: PLR0912 - one case per message
         machine = self._machine
         match message:
             case Posted():
@@ -339,7 +364,9 @@ class LoopActor:
                 )
             case ShutdownRequest():
                 self._shutdown_waiters.append(message.reply)
-                await machine.on_shutdown()
+                await machine.on_shutdown(handover=message.handover)
+            case SuspendRequest():
+                machine.on_suspend()
             case GateRequest():
                 _settle(message.reply, await machine.on_answer(message.command))
             case IdleWaiter():

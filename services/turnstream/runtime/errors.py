@@ -1,15 +1,16 @@
 """Errors that only the loop runtime raises.
 
-Owns :class:`CommitError`, :class:`RestoreError` and :class:`LoopClosedError`,
-all under :class:`turnstream.errors.TurnstreamError`. Turn failures use the
-shared tree in :mod:`turnstream.errors`. Imports only :mod:`turnstream.errors`.
+Owns :class:`CommitError`, :class:`RestoreError`, :class:`LoopClosedError` and
+:class:`EffectError`, all under :class:`turnstream.errors.TurnstreamError`.
+Turn failures use the shared tree in :mod:`turnstream.errors`. Imports only
+:mod:`turnstream.errors`.
 """
 
 from __future__ import annotations
 
 from turnstream.errors import TurnstreamError
 
-__all__ = ["CommitError", "LoopClosedError", "RestoreError"]
+__all__ = ["CommitError", "EffectError", "LoopClosedError", "RestoreError"]
 
 
 class CommitError(TurnstreamError):
@@ -46,3 +47,19 @@ class LoopClosedError(TurnstreamError):
 
     def __init__(self) -> None:
         super().__init__("the loop actor has stopped")
+
+
+class EffectError(TurnstreamError):
+    """A tool call's staged record was refused (the call gets an error result).
+
+    ``reason`` is one of ``"invalid_topic"`` (not a legal Kafka topic name),
+    ``"reserved_topic"`` (one of the journal's own topics), ``"invalid_record"``
+    (a key, value or header of the wrong type), ``"too_many"``, ``"closed"``
+    (the call is over) or ``"unsupported"`` (the call has no stage).
+    """
+
+    kind = "effect"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"record not staged: {reason}")

@@ -14,7 +14,7 @@ Imports only ports, config, hooks and value types.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -23,6 +23,7 @@ from turnstream.errors import TurnError
 from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.ids import CommandId, LoopId, SessionId, StepId, ToolExecutionId, TurnId
 from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.hooks import HookRunner
 from turnstream.runtime.input_queue import QueuedInput
 from turnstream.runtime.model_client import ModelClient
@@ -66,6 +67,7 @@ class TurnLink(Protocol):
         *,
         folded: Sequence[CommandId] = (),
         final: bool = False,
+        effects: Sequence[StagedRecord] = (),
     ) -> None:
         """Commit ``events`` durably, then append ``messages`` to history.
 
@@ -73,7 +75,8 @@ class TurnLink(Protocol):
         commit (one commit folds them all, or none). ``final`` marks the turn's
         last step: the actor takes it now and commits it in one commit with
         the terminal (one transaction instead of two), still before history
-        grows; it returns once the actor has taken it.
+        grows; it returns once the actor has taken it. ``effects``: the
+        records a tool step's calls staged, committed with its ``StepDone``.
 
         Raises:
             CommitError: nothing was committed (the turn was cancelled, or the
@@ -112,6 +115,7 @@ class TurnSpec:
         decided: a resumed turn's access decisions of step ``first_step``
             before the crash, ``(tool name, effect)`` in decision order: the
             resumed step reuses them instead of deciding those calls again.
+        check_effect_topic: the journal's refusal of a staged record's topic.
     """
 
     session_id: SessionId
@@ -128,6 +132,7 @@ class TurnSpec:
     resumed: tuple[Conversation, ...] = ()
     first_step: int = 0
     decided: tuple[tuple[str, str], ...] = ()
+    check_effect_topic: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ Owns :class:`LoopMachine`: the mutable state of one loop -- status, turn
 index, committed history, inbox and draining entries, open gates, the running
 turn -- and the handler of every domain message: admission (§4.2), turn start
 in strict order (§4.3), the turn's hand-offs (commit, drain, gates; §4.4,
-§4.7, §4.9), interrupt / shutdown / drain timeout (§4.8), and terminal
+§4.7, §4.9), interrupt / shutdown / drain timeout (§4.8), a continuing
+agent's turn stopped open for a planned stop or a handover, and terminal
 handling with queue resolution (§4.6). Only the loop's actor task calls it, one
 message at a time, so nothing here needs a lock. Every state change follows a
 committed :class:`~turnstream.runtime.writer.LoopWriter` commit, never precedes
@@ -34,6 +35,7 @@ from turnstream.events import (
     EnduringEvent,
     GateCloseReason,
     RejectReason,
+    StepDone,
     TurnStarted,
 )
 from turnstream.ids import (
@@ -205,6 +207,11 @@ class LoopMachine:
     def deleted(self) -> bool:
         """Whether the loop's ``LoopDeleted`` is committed."""
         return self._deleted
+
+    @property
+    def turn_suspended(self) -> bool:
+        """The open turn stopped after a committed step (a planned stop)."""
+        return self._active is not None and self._active.suspended
 
     def snapshot(self) -> LoopState:
         """The committed state (history is exactly what the journal holds)."""
@@ -407,6 +414,7 @@ class LoopMachine:
             hooks=self._hooks,
             access_policy=self._access_policy,
             factory=self._factory,
+            check_effect_topic=self._writer.check_effect_topic,
         )
         self._run(spec, opening.hook)
 
@@ -483,6 +491,7 @@ class LoopMachine:
             hooks=self._hooks,
             access_policy=self._access_policy,
             factory=self._factory,
+            check_effect_topic=self._writer.check_effect_topic,
         )
         self._run(spec, Started(call=call, blocked=None))
         return True
@@ -548,7 +557,20 @@ class LoopMachine:
             for command_id in request.folded:
                 self._inbox.folded(command_id)
 
-        _settle(request.reply, await self._writer.commit(request.events, apply=apply))
+        committed = await self._writer.commit(
+            request.events, apply=apply, effects=request.effects
+        )
+        _settle(request.reply, committed)
+        if (
+            committed
+            and active.suspending
+            and self._active is active
+            and not active.cancelling
+            and any(isinstance(e, StepDone) for e in request.events)
+        ):
+            # The step boundary a planned stop waits for: the turn stops here,
+            # before its next request, and stays open (see on_suspend).
+            active.cancel(self._mail, self.config.drain_timeout)
 
     def on_drain(self, request: DrainRequest) -> None:
         """Hand the leading run of foldable input to the turn (§4.7)."""
@@ -584,11 +606,51 @@ class LoopMachine:
     # ------------------------------------------------------------------
 
     def on_interrupt(self) -> bool:
-        """Cancel the running turn; ``True`` iff this cancelled one."""
+        """Cancel the running turn; ``True`` iff this cancelled one.
+
+        A suspended turn (stopped after a step, open) ends interrupted too,
+        and so does one about to be suspended: the interrupt wins.
+        """
         active = self._active
-        if active is None or active.cancelling:
+        if active is None:
+            return False
+        if active.suspending or active.suspended:
+            active.suspending = False
+            if active.suspended:
+                self._wake_suspended(active)
+                return True
+            if active.cancelling:
+                return True  # its end, in flight, is now an interrupt
+        if active.cancelling:
             return False
         active.cancel(self._mail, self.config.drain_timeout)
+        return True
+
+    def _wake_suspended(self, active: ActiveTurn) -> None:
+        """End a suspended turn (its task is over) through the usual end."""
+        active.suspended = False
+        self._mail.put_internal(TurnEnded(active.generation, Interrupted()))
+
+    def on_suspend(self) -> bool:
+        """A planned stop: stop a continuing turn after its next committed step.
+
+        Only for an agent that continues turns (``on_restore="continue"``):
+        the turn runs on until its current step's ``StepDone`` commits, then
+        its task is cancelled before the next model request and the turn
+        stays open -- no terminal, gates as they are -- while the actor keeps
+        serving (an interrupt still ends it). A handover then leaves it to the
+        next owner, which resumes it after that step. A final text step is
+        committed with ``TurnDone`` as usual. ``True`` iff a turn will stop.
+        """
+        active = self._active
+        if (
+            not self.config.restore.continues
+            or active is None
+            or active.cancelling
+            or self.status is not LoopStatus.RUNNING
+        ):
+            return False
+        active.suspending = True
         return True
 
     async def on_interrupt_command(self, command: Interrupt) -> bool:
@@ -609,7 +671,9 @@ class LoopMachine:
         )
         return False
 
-    async def on_shutdown(self, *, durable: bool = False) -> None:
+    async def on_shutdown(
+        self, *, durable: bool = False, handover: bool = False
+    ) -> None:
         """Stop: cancel the turn (its terminal finishes the shutdown) or stop now.
 
         Args:
@@ -617,6 +681,11 @@ class LoopMachine:
                 ends with a durable ``LoopStopped``, so every later owner
                 refuses new input alike. A host's own stop (handover, a
                 session closing) writes none.
+            handover: another owner takes the loop over. A continuing
+                agent's turn is then left open for it: cancelled if it still
+                runs, its uncommitted step dropped, and nothing written that
+                ends it (no terminal, no abandoned gate) -- unless an
+                interrupt is already ending it.
         """
         if durable:
             self._stop_durably = True
@@ -625,7 +694,21 @@ class LoopMachine:
         self.status = LoopStatus.SHUTTING_DOWN
         active = self._active
         if active is not None:
-            if not active.cancelling:
+            interrupting = active.cancelling and not (
+                active.suspending or active.suspended
+            )
+            if (
+                handover
+                and self.config.restore.continues
+                and not durable
+                and not interrupting
+            ):
+                active.leave_open = True
+            else:
+                active.suspending = False
+            if active.suspended:
+                self._wake_suspended(active)
+            elif not active.cancelling:
                 active.cancel(self._mail, self.config.drain_timeout)
             return
         returned = self._inbox.take_all()
@@ -743,6 +826,16 @@ class LoopMachine:
         end is committed again piece by piece (:meth:`_end_apart`), so every
         failure keeps the outcome it has when the pieces commit alone.
         """
+        if active.leave_open:
+            self._leave_open(active)
+            return
+        if (
+            active.suspending
+            and isinstance(outcome, Interrupted)
+            and self.status is LoopStatus.RUNNING
+        ):
+            self._suspend(active)
+            return
         active.close()
         self._orphans.clear()
         step: _Step | None = None
@@ -768,6 +861,32 @@ class LoopMachine:
         if await self._end_together(active, outcome, step):
             return
         await self._end_apart(active, outcome, step)
+
+    def _suspend(self, active: ActiveTurn) -> None:
+        """The turn stopped after a committed step: it stays open, not running."""
+        active.close()
+        active.suspending = False
+        active.suspended = True
+        _log.info(
+            "turn suspended after its committed step; the next owner continues it"
+        )
+
+    def _leave_open(self, active: ActiveTurn) -> None:
+        """Stop for a handover, leaving the turn open: write nothing that ends it.
+
+        What was committed stays (its steps, its decisions, its open gates);
+        the step that was running is dropped. The next owner's restore resumes
+        the turn after its last ``StepDone`` (``TurnResumed``) and takes its
+        gates over; queued inputs stay unanswered in the command log for it.
+        """
+        active.close()
+        self._orphans.clear()
+        active.hook.finish(Outcome.CANCELED)
+        self._active = None
+        for gate in self._gates.close_generation(active.generation):
+            gate.settle(None)  # in memory only: the gate stays open in the journal
+        self.status = LoopStatus.STOPPED
+        _log.info("turn left open for the next owner")
 
     def _closing(self, outcome: TurnOutcome) -> _Closing:
         """How the queue resolves after a committed terminal (§4.6), unapplied."""

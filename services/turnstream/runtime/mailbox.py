@@ -5,7 +5,8 @@ loop's command log) and the actor's private request messages. Lanes, served in
 this order on every receive:
 
 1. *priority*: stops the host itself asks for (a partition handover, the
-   session closing), which are no command of the loop's log;
+   session closing, a drain's suspension of a continuing turn), which are no
+   command of the loop's log;
 2. *internal*: hand-offs from the running turn task (commits, drains, gate
    openings, the turn's end) and timer expiries, so a turn is never starved by
    a burst of submits;
@@ -42,6 +43,7 @@ from turnstream.commands import (
 from turnstream.content import Conversation
 from turnstream.events import EnduringEvent
 from turnstream.ids import CommandId
+from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.gates import GateAnswer
 from turnstream.runtime.handshake import ApprovalRequest, TurnOutcome
 from turnstream.runtime.input_queue import QueuedInput
@@ -61,6 +63,7 @@ __all__ = [
     "Posted",
     "ShutdownRequest",
     "StateQuery",
+    "SuspendRequest",
     "TurnEnded",
 ]
 
@@ -158,10 +161,24 @@ class InterruptRequest:
 
 @dataclass(frozen=True, slots=True)
 class ShutdownRequest:
-    """Shutdown with an ack, resolved once the loop has stopped."""
+    """Shutdown with an ack, resolved once the loop has stopped.
+
+    ``handover``: the host stops because another owner takes the loop over;
+    a continuing agent's open turn is left open for it, not interrupted.
+    """
 
     command: Shutdown
     reply: asyncio.Future[None]
+    handover: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SuspendRequest:
+    """A planned stop is coming: suspend a continuing turn at its next step.
+
+    No reply: the turn stops after its current step's ``StepDone`` commits
+    (its actor keeps serving), so a handover then leaves nothing uncommitted.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +222,7 @@ class CommitRequest:
     folded: tuple[CommandId, ...]
     reply: asyncio.Future[bool]
     final: bool = False
+    effects: tuple[StagedRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +261,7 @@ ActorMessage = (
     Posted
     | InterruptRequest
     | ShutdownRequest
+    | SuspendRequest
     | GateRequest
     | IdleWaiter
     | StateQuery

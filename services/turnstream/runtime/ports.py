@@ -19,7 +19,7 @@ transport library, or :mod:`turnstream.wire`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 from uuid import UUID
@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict
 from turnstream.content import TextBlock, ToolResultContent
 from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.ids import LoopId, SessionId, StepId, ToolExecutionId, TurnId, new_uuid
+from turnstream.runtime.effects import EffectStage, StagedRecord
+from turnstream.runtime.errors import EffectError
 from turnstream.runtime.model_client import ToolSpec
 from turnstream.runtime.progress import CommandProgress
 from turnstream.state import LoopState
@@ -43,6 +45,7 @@ __all__ = [
     "ApprovalTool",
     "AuditableTool",
     "Clock",
+    "EffectTopics",
     "EventSource",
     "IdSource",
     "IdempotentTool",
@@ -94,6 +97,7 @@ class Journal(Protocol):
         loop_id: LoopId,
         events: Sequence[EnduringEvent],
         progress: CommandProgress | None = None,
+        effects: Sequence[StagedRecord] = (),
     ) -> None:
         """Commit ``events`` atomically, in order; return only once committed.
 
@@ -102,12 +106,27 @@ class Journal(Protocol):
         delivers the events live nor changes its state. ``progress`` is how far
         the loop has applied its command log once these events are committed;
         a journal that keeps snapshots stores it with them, in the same commit
-        (``None``: unchanged).
+        (``None``: unchanged). ``effects`` are the records the step's tool
+        calls staged: written in the same commit, or not at all.
         """
         ...
 
     async def recover(self, loop_id: LoopId) -> Recovery:
         """Read what is needed to rebuild ``loop_id``: snapshot plus later events."""
+        ...
+
+
+@runtime_checkable
+class EffectTopics(Protocol):
+    """Trait of a journal that refuses some topics for staged records.
+
+    The Kafka journal refuses its own topic set (a tool must never write the
+    journal, the commands or the state); the check runs when a call stages a
+    record, so the call gets an error result, not its step a failed commit.
+    """
+
+    def check_effect_topic(self, topic: str) -> None:
+        """Raise :class:`EffectError` (``reserved_topic``) for a refused topic."""
         ...
 
 
@@ -219,6 +238,30 @@ class ToolContext:
     tool_execution_id: ToolExecutionId
     tool_use_id: str
     idempotency_key: str = ""
+    effects: EffectStage | None = field(default=None, repr=False, compare=False)
+
+    def stage_record(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
+        """Stage a record as this call's effect, instead of sending it yourself.
+
+        It is committed with the ``StepDone`` that records this call's result
+        (on Kafka: in the same transaction, so ``read_committed`` consumers see
+        it if and only if they see the step), and never if the call raises or
+        times out, or the step is never committed (a crash before it: a
+        resumed turn commits the step, and its effects, once). The loop
+        actor's producer needs Write on ``topic``.
+
+        Raises:
+            EffectError: the record was refused (see its ``reason``).
+        """
+        if self.effects is None:
+            raise EffectError("unsupported")
+        self.effects.stage(topic, key, value, headers)
 
 
 class ToolOutput(BaseModel):

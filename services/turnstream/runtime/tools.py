@@ -47,6 +47,7 @@ from turnstream.events import (
 )
 from turnstream.ids import StepId, ToolExecutionId
 from turnstream.runtime.accumulate import ToolCall
+from turnstream.runtime.effects import EffectStage, StagedRecord
 from turnstream.runtime.gates import APPROVE, DENY
 from turnstream.runtime.handshake import ApprovalRequest, TurnLink, TurnSpec
 from turnstream.runtime.hooks import HookCall, Operation, Outcome, Started
@@ -185,6 +186,7 @@ class _Call:
     outcome: Outcome = Outcome.COMPLETED
     key: str = ""
     timing: ToolTiming | None = None
+    effects: tuple[StagedRecord, ...] = ()
 
     def fail(self, text: str, outcome: Outcome = Outcome.COMPLETED) -> None:
         self.text, self.is_error, self.outcome = text, True, outcome
@@ -201,12 +203,15 @@ async def run_batch(
     *,
     step_id: StepId,
     step_index: int,
-) -> tuple[tuple[ToolResultMessage, ...], tuple[ToolTiming, ...]]:
+) -> tuple[
+    tuple[ToolResultMessage, ...], tuple[ToolTiming, ...], tuple[StagedRecord, ...]
+]:
     """Run one step's calls.
 
     Returns:
-        One result message per call, in call order, and the timing of each
-        call that ran (in call order).
+        One result message per call, in call order, the timing of each call
+        that ran (in call order), and the records the calls that returned
+        staged (in call order, each call's in staging order).
     """
     states: list[_Call] = []
     try:
@@ -249,7 +254,8 @@ async def run_batch(
         for state in states:
             state.hook.finish(Outcome.CANCELED)
     results = tuple(_result_message(spec, s) for s in states)
-    return results, tuple(s.timing for s in states if s.timing is not None)
+    timings = tuple(s.timing for s in states if s.timing is not None)
+    return results, timings, tuple(r for s in states for r in s.effects)
 
 
 def _decided_before(spec: TurnSpec, step_index: int) -> dict[str, tuple[str, ...]]:
@@ -430,6 +436,7 @@ async def _execute(
     tool = state.tool
     if tool is None:  # unreachable: only runnable calls get here
         return
+    stage = EffectStage(spec.check_effect_topic)
     ctx = ToolContext(
         session_id=spec.session_id,
         loop_id=spec.loop_id,
@@ -438,13 +445,16 @@ async def _execute(
         tool_execution_id=state.execution_id,
         tool_use_id=state.call.tool_use_id,
         idempotency_key=state.key,
+        effects=stage,
     )
     clock = asyncio.get_running_loop().time
     started = clock()
     started_at = spec.factory.now()
+    returned = False
     try:
         async with asyncio.timeout(spec.config.tool_timeout):
             output = await tool.run(state.call.input_json, ctx)
+        returned = True
     except TimeoutError:
         # One line per call an operator should see; never its input or output.
         _log.warning(
@@ -477,6 +487,10 @@ async def _execute(
                     "duration_ms": round((clock() - started) * 1000, 1),
                 },
             )
+    finally:
+        # Only a call that returned keeps its records: one that raised, timed
+        # out or was cancelled took no effect through its stage.
+        state.effects = stage.close(keep=returned)
     # On the injected clock, so a test's fixed clock gives fixed timings.
     ran = spec.factory.now() - started_at
     state.timing = ToolTiming(

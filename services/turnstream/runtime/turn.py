@@ -30,6 +30,7 @@ from turnstream.errors import (
 )
 from turnstream.events import Cause, StepDone, ToolTiming, TurnFoldedInto
 from turnstream.ids import StepId
+from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.errors import CommitError
 from turnstream.runtime.handshake import (
     Completed,
@@ -173,11 +174,11 @@ async def _step(
     limit = _over_limit(spec, progress, len(result.calls))
     if limit is not None:
         return Failed(limit)  # the over-limit step is never committed
-    results, timings = await run_batch(
+    results, timings, effects = await run_batch(
         spec, link, result.calls, step_id=step_id, step_index=step_index
     )
     group: tuple[AIMessage | ToolResultMessage, ...] = (message, *results)
-    await _commit_group(spec, link, step_id, group, timings=timings)
+    await _commit_group(spec, link, step_id, group, timings=timings, effects=effects)
     progress.staged.extend(group)
     await _fold(spec, link, progress)
     return None
@@ -210,13 +211,15 @@ async def _commit_group(
     *,
     final: bool = False,
     timings: tuple[ToolTiming, ...] = (),
+    effects: tuple[StagedRecord, ...] = (),
 ) -> None:
     event = StepDone(
         header=spec.factory.header(turn_id=spec.turn_id, step_id=step_id),
         messages=group,
         tool_timings=timings,
     )
-    await link.commit([event], group, final=final)
+    # The calls' staged records go in the StepDone's own commit: both or neither.
+    await link.commit([event], group, final=final, effects=effects)
 
 
 async def _fold(spec: TurnSpec, link: TurnLink, progress: _Progress) -> None:

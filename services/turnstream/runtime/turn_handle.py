@@ -22,6 +22,7 @@ from turnstream.content import Conversation
 from turnstream.errors import TurnPanicError
 from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.ids import CommandId, TurnId
+from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.errors import CommitError
 from turnstream.runtime.handshake import (
     ApprovalRequest,
@@ -79,6 +80,7 @@ class ActorLink:
         *,
         folded: Sequence[CommandId] = (),
         final: bool = False,
+        effects: Sequence[StagedRecord] = (),
     ) -> None:
         """Ask the actor to commit; raise :class:`CommitError` if it did not."""
         reply: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -89,6 +91,7 @@ class ActorLink:
             tuple(folded),
             reply,
             final=final,
+            effects=tuple(effects),
         )
         if not self._mail.put_internal(request):
             raise CommitError("loop stopped")
@@ -130,6 +133,13 @@ class ActiveTurn:
     held: CommitRequest | None = None  # the final step, committed with the terminal
     cancelling: bool = False
     timer: asyncio.TimerHandle | None = None
+    # A continuing agent's turn on a planned stop: ``suspending`` stops it
+    # after its next committed StepDone; ``suspended`` it has stopped there,
+    # still open; ``leave_open`` ends it writing nothing (a handover: the
+    # next owner continues it).
+    suspending: bool = False
+    suspended: bool = False
+    leave_open: bool = False
 
     @property
     def ended(self) -> EndedTurn:

@@ -48,6 +48,7 @@ from turnstream.events import (
 )
 from turnstream.ids import CommandId, LoopId, TurnId
 from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.handshake import (
     Completed,
     Failed,
@@ -56,7 +57,7 @@ from turnstream.runtime.handshake import (
     TurnOutcome,
 )
 from turnstream.runtime.input_queue import QueuedInput
-from turnstream.runtime.ports import Journal, LiveHub, SettlingHub
+from turnstream.runtime.ports import EffectTopics, Journal, LiveHub, SettlingHub
 from turnstream.runtime.progress import CommandProgress, ProgressTracker
 from turnstream.runtime.stamping import EventFactory
 
@@ -93,6 +94,10 @@ class LoopWriter:
         self._hub = hub
         self._settling = hub if isinstance(hub, SettlingHub) else None
         self._commit_timeout = commit_timeout
+        self.check_effect_topic: Callable[[str], None] | None = (
+            journal.check_effect_topic if isinstance(journal, EffectTopics) else None
+        )
+        """The journal's refusal of a staged record's topic, if it has one."""
 
     async def commit(
         self,
@@ -100,6 +105,7 @@ class LoopWriter:
         *,
         apply: Callable[[], None] | None = None,
         within: float | None = None,
+        effects: Sequence[StagedRecord] = (),
     ) -> bool:
         """Append durably, then ``apply`` the state change, then deliver live.
 
@@ -107,6 +113,7 @@ class LoopWriter:
             events: committed together, in order, or not at all.
             apply: the state change that must follow the commit, and only it.
             within: seconds allowed (default: the commit timeout).
+            effects: records the step's tool calls staged, in the same commit.
 
         Returns:
             Whether the events were committed.
@@ -122,9 +129,19 @@ class LoopWriter:
             await self._settling.settle(self.loop_id)
         try:
             async with asyncio.timeout(within or self._commit_timeout):
-                await self._journal.append(
-                    self.loop_id, stamped, self.progress.after(answered)
-                )
+                # Without effects the call is the port's original one, so a
+                # journal written before staged records keeps working.
+                if effects:
+                    await self._journal.append(
+                        self.loop_id,
+                        stamped,
+                        self.progress.after(answered),
+                        effects=effects,
+                    )
+                else:
+                    await self._journal.append(
+                        self.loop_id, stamped, self.progress.after(answered)
+                    )
         except Exception as exc:  # noqa: BLE001 - not committed: nothing changes, nothing is seen
             _log.warning(
                 "journal append failed",

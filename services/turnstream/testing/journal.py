@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from turnstream.events import EnduringEvent
 from turnstream.ids import LoopId
 from turnstream.memory.journal import InMemoryJournal
+from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.ports import Recovery
 from turnstream.runtime.progress import CommandProgress
 
@@ -57,6 +58,7 @@ class FlakyJournal:
         loop_id: LoopId,
         events: Sequence[EnduringEvent],
         progress: CommandProgress | None = None,
+        effects: Sequence[StagedRecord] = (),
     ) -> None:
         """Append through the inner journal, unless told to fail."""
         self.appends += 1
@@ -69,7 +71,7 @@ class FlakyJournal:
             raise JournalFailure("injected append failure")
         if self._fail_when is not None and self._fail_when(events):
             raise JournalFailure("injected append failure")
-        await self.inner.append(loop_id, events, progress)
+        await self.inner.append(loop_id, events, progress, effects)
         self.batches.append(tuple(events))
 
     async def recover(self, loop_id: LoopId) -> Recovery:
@@ -79,3 +81,8 @@ class FlakyJournal:
     def events(self, loop_id: LoopId) -> tuple[EnduringEvent, ...]:
         """Delegate."""
         return self.inner.events(loop_id)
+
+    @property
+    def effects(self) -> list[tuple[LoopId, StagedRecord]]:
+        """The committed staged records (see :attr:`InMemoryJournal.effects`)."""
+        return self.inner.effects

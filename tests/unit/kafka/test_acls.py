@@ -76,3 +76,39 @@ def test_acls_command_prints_the_grants_for_the_topic_prefix() -> None:
         "ALLOW User:client Read Topic t1.turnstream.deltas.v1",
         "ALLOW User:client Describe Group g",
     ]
+
+
+def test_acls_command_grants_the_actor_write_on_its_effect_topics() -> None:
+    """--effect-topic (repeatable): Write for the actor, the records of its tools."""
+    result = CliRunner().invoke(
+        app,
+        [
+            "acls",
+            "--role",
+            "actor",
+            "--group",
+            "g",
+            "--effect-topic",
+            "orders.v1",
+            "--effect-topic",
+            "notify.v1",
+        ],
+        env={"TURNSTREAM_TOPIC_PREFIX": None, "TURNSTREAM_TOPIC_SUFFIX": None},
+    )
+
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-2:] == [
+        "ALLOW User:actor Write Topic orders.v1",
+        "ALLOW User:actor Write Topic notify.v1",
+    ]
+
+
+def test_acls_command_refuses_an_illegal_effect_topic() -> None:
+    result = CliRunner().invoke(
+        app,
+        ["acls", "--role", "actor", "--effect-topic", "no spaces"],
+        env={"TURNSTREAM_TOPIC_PREFIX": None, "TURNSTREAM_TOPIC_SUFFIX": None},
+    )
+
+    assert result.exit_code == 2, result.output
+    assert "effect_topic" in result.output

@@ -42,6 +42,7 @@ from turnstream.kafka.faults import CommitFailedError, PartitionClosedError
 from turnstream.kafka.reader import StateIndex
 from turnstream.kafka.records import RESTORE_SNAPSHOT
 from turnstream.kafka.state_records import split
+from turnstream.runtime.effects import StagedRecord
 from turnstream.state import LoopState
 from turnstream.wire import default_codec
 
@@ -55,6 +56,7 @@ class FakeWriter:
         self.calls: list[tuple[list[str], LoopState | None]] = []
         self.added: list[tuple[str, list[UUID]]] = []
         self.erased: list[int] = []
+        self.effects: list[StagedRecord] = []
         self.fail = False
 
     async def append(
@@ -66,7 +68,9 @@ class FakeWriter:
         on_commit: Callable[[LoopState | None], None] | None = None,
         added_ids: Sequence[UUID] = (),
         erase_history: int = 0,
+        effects: Sequence[StagedRecord] = (),
     ) -> LoopState | None:
+        self.effects.extend(effects)
         if self.fail:
             raise CommitFailedError(0, "boom", 1, retriable=True)
         self.calls.append(([e.type_name for e in events], state))

@@ -71,6 +71,7 @@ from turnstream.kafka.actor.writer import PartitionWriter
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.faults import PartitionClosedError
 from turnstream.kafka.reader import StateIndex, read_journal
+from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.fold import fold_loop
 from turnstream.runtime.input_queue import SEEN_WINDOW, SeenCommands
 from turnstream.runtime.ports import Recovery
@@ -214,6 +215,14 @@ class PartitionJournal:
             self._stale_history[loop_id] = view.history_records
         return True
 
+    def check_effect_topic(self, topic: str) -> None:
+        """Refuse a staged record for the topic set's own topics (``EffectTopics``).
+
+        Raises:
+            EffectError: ``reserved_topic``.
+        """
+        self._writer.check_effect_topic(topic)
+
     def close_for_handover(self) -> None:
         """From now on commit only what ends running turns (see module docstring)."""
         self._handover = True
@@ -229,15 +238,21 @@ class PartitionJournal:
         loop_id: LoopId,
         events: Sequence[EnduringEvent],
         progress: CommandProgress | None = None,
+        effects: Sequence[StagedRecord] = (),
     ) -> None:
         """Commit ``events`` in one transaction; raise if not committed.
 
         A state record written with them carries ``progress`` (else the last
         one stored), so the mark of applied commands moves atomically with the
-        events that made it true.
+        events that made it true. ``effects`` go in the same transaction.
+
+        Raises:
+            EffectError: an effect names a reserved topic (nothing is written).
         """
         if not events:
             return
+        for effect in effects:
+            self.check_effect_topic(effect.topic)
         if self._handover and not all(isinstance(e, _HANDOVER_TYPES) for e in events):
             raise PartitionClosedError(self.partition)
         if self._draining and any(isinstance(e, _DRAIN_REFUSED) for e in events):
@@ -292,6 +307,7 @@ class PartitionJournal:
             on_commit=committed,
             added_ids=added,
             erase_history=erase,
+            effects=effects,
         )
 
     async def recover(self, loop_id: LoopId) -> Recovery:

@@ -172,7 +172,8 @@ class ServiceMetrics:
         bridged: commands read while the group rebalanced (by the group-less
             reader that keeps running turns reachable).
         drain_interrupted: turns still running when a planned stop's drain
-            timeout ran out (they were interrupted).
+            timeout ran out (they were interrupted; a continuing agent's were
+            handed over open, their running step dropped).
     """
 
     ready: bool = False

@@ -28,9 +28,13 @@ commands partition and lives until that partition is revoked (or lost):
   restores them;
 * :meth:`PartitionRunner.begin_drain` (a planned stop) lets running turns
   finish but starts no new ones (:attr:`PartitionRunner.running_turns` says
-  when they are done);
-* :meth:`PartitionRunner.handover` (moved away, shutdown) interrupts running turns,
-  commits their terminals, leaves merely queued inputs unanswered for the next
+  when they are done); a continuing agent's turn (``on_restore="continue"``)
+  only finishes its current step: it stops, open, once that step's
+  ``StepDone`` commits;
+* :meth:`PartitionRunner.handover` (moved away, shutdown) interrupts running
+  turns and commits their terminals -- except a continuing agent's, left open
+  (nothing ending it written; a step still running dropped) for the next
+  owner to resume -- leaves merely queued inputs unanswered for the next
   owner, commits the last offsets and closes the producer;
   :meth:`PartitionRunner.abandon` (fenced or failed writer) stops the actors
   without writing anything more.
@@ -635,17 +639,24 @@ class PartitionRunner:
             1
             for entry in self._live.values()
             if entry.actor.status in (LoopStatus.RUNNING, LoopStatus.SHUTTING_DOWN)
+            and not entry.actor.turn_suspended
             and not entry.task.done()
         )
 
     def begin_drain(self) -> None:
         """Start no turn and take no input; running turns go on.
 
-        Interrupts and gate answers for running turns are still applied.
+        Interrupts and gate answers for running turns are still applied. A
+        continuing agent's turn only finishes the step it is in: it stops after
+        that step's ``StepDone`` commits, still open, and the handover leaves
+        it to the next owner (:meth:`LoopActor.suspend_turn`).
         """
         self._draining = True
         if self._journal is not None:
             self._journal.close_for_drain()
+        for entry in self._live.values():
+            if not entry.task.done():
+                entry.actor.suspend_turn()
 
     async def release(self) -> None:
         """Give the partition up: hand it over, or abandon it if the writer broke."""
@@ -692,7 +703,7 @@ class PartitionRunner:
         )
         try:
             async with asyncio.timeout(ctx.stop_timeout):
-                await actor.shutdown(command)
+                await actor.shutdown(command, handover=True)
                 await asyncio.wait([entry.task])
         except TimeoutError:
             _log.warning(

@@ -23,7 +23,8 @@ assignment that follows: a partition assigned again carries on where its
 runner stopped taking records, without a restore; one that went elsewhere is
 handed over in the background (its running turns end ``TurnInterrupted``
 unless the new owner's fence comes first, in which case the new owner's restore
-writes that terminal); a new one is opened (fence, restore) before the callback
+writes that terminal; a continuing agent's turn is left open and the new owner
+resumes it); a new one is opened (fence, restore) before the callback
 returns, so no command is dispatched to an unrestored loop. If the consumer
 came back with a new member id it may have been out of the group meanwhile, so
 nothing it held is trusted: every partition is rebuilt.
@@ -39,13 +40,15 @@ without writing, state re-read, consumer rewound to the committed offset). A
 fenced writer's partition is abandoned until the group reassigns it.
 
 Shutdown is ordered: drain (new inputs stay in the log for the next owner,
-running turns finish, up to ``drain_timeout``), hand every partition over (what
-still runs is interrupted), leave the group (a static member leaves only with
-``leave_on_stop``: otherwise its replacement takes its partitions back without
-a rebalance), stop the deltas producer. Part of ``turnstream.kafka``; the
-composition root (:mod:`turnstream.loop_actor`) builds it. It must not read
-the environment or install signal handlers (the composition root's job), and
-never imports the composition root.
+running turns finish, up to ``drain_timeout``; a continuing agent's turn only
+finishes its current step, whose ``StepDone`` commits, and stays open), hand
+every partition over (what still runs is interrupted, or, for a continuing
+agent, left open without its uncommitted step), leave the group (a static
+member leaves only with ``leave_on_stop``: otherwise its replacement takes its
+partitions back without a rebalance), stop the deltas producer. Part of
+``turnstream.kafka``; the composition root (:mod:`turnstream.loop_actor`)
+builds it. It must not read the environment or install signal handlers (the
+composition root's job), and never imports the composition root.
 """
 
 from __future__ import annotations
@@ -455,7 +458,8 @@ class LoopActorService:
             return False
         self.metrics.drain_interrupted += running
         _log.warning(
-            "drain timeout: interrupting the turns still running",
+            "drain timeout: handing over the turns still running "
+            "(interrupted; a continuing agent's left open for the next owner)",
             extra={"turns": running},
         )
         return True

@@ -9,7 +9,8 @@ of every loop of the partition goes through it:
 * one request = the events of one ``Journal.append`` (+ that loop's state);
   the writer group-commits the requests pending when a transaction starts into
   that one transaction, in arrival order;
-* a transaction holds the events (to ``events``, explicit partition), each
+* a transaction holds the events (to ``events``, explicit partition), the
+  records the steps' tool calls staged (to their own topics, by key), each
   requested state record (to ``loops``, ``journal_offset`` = last event
   offset + 1), dead letters, and ``send_offsets_to_transaction`` with the
   committable command offset computed *as if* the transaction's answers were
@@ -100,6 +101,8 @@ from turnstream.kafka.state_records import (
     split,
 )
 from turnstream.kafka.topology import TopicNames
+from turnstream.runtime.effects import StagedRecord
+from turnstream.runtime.errors import EffectError
 from turnstream.state import LoopState
 from turnstream.wire import Codec, EncodeError
 
@@ -167,6 +170,7 @@ class _Append:
     on_commit: Callable[[LoopState | None], None] | None = None
     added_ids: tuple[UUID, ...] = ()
     erase_history: int = 0
+    effects: tuple[StagedRecord, ...] = ()
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -412,8 +416,13 @@ class PartitionWriter:
         on_commit: Callable[[LoopState | None], None] | None = None,
         added_ids: Sequence[UUID] = (),
         erase_history: int = 0,
+        effects: Sequence[StagedRecord] = (),
     ) -> LoopState | None:
         """Commit ``events`` (and ``state``) in a transaction; wait for it.
+
+        ``effects`` (records a step's tool calls staged) go to their own topics
+        in the same transaction, so ``read_committed`` consumers see them iff
+        they see the events.
 
         ``state`` is written as a head and a history record of what it adds
         (:mod:`~turnstream.kafka.state_records`): ``added_ids`` are the command
@@ -456,6 +465,7 @@ class PartitionWriter:
                 on_commit=on_commit,
                 added_ids=tuple(added_ids),
                 erase_history=erase_history,
+                effects=tuple(effects),
             )
         )
         self._wake.set()
@@ -652,6 +662,27 @@ class PartitionWriter:
         self._denial = denied
         self._metrics.ready = False
 
+    def check_effect_topic(self, topic: str) -> None:
+        """Refuse a staged record for one of the topic set's own topics.
+
+        A tool must never write the journal, the commands, the state or the
+        deltas; nor a broker-internal topic (a ``__`` prefix).
+
+        Raises:
+            EffectError: ``reserved_topic``.
+        """
+        topics = self._topics
+        own = {
+            topics.commands,
+            topics.events,
+            topics.loops,
+            topics.history,
+            topics.deltas,
+            topics.dead_letters,
+        }
+        if topic in own or topic.startswith("__"):
+            raise EffectError("reserved_topic")
+
     async def _send(self, topic: str, value: bytes | None, **kwargs: Any) -> Any:
         """Hand one record to the producer; return its delivery future.
 
@@ -732,30 +763,43 @@ class PartitionWriter:
         event_futures: list[list[asyncio.Future[Any]]] = []
         other_futures: list[asyncio.Future[Any]] = []
         for request in batch:
-            sent: list[asyncio.Future[Any]] = []
-            if isinstance(request, _Append):
-                key = loop_key(request.loop_id)
-                for value, headers in request.payloads:
-                    sent.append(
-                        await self._send(
-                            self._topics.events,
-                            value,
-                            key=key,
-                            partition=self.partition,
-                            headers=headers,
-                        )
-                    )
-            else:
-                other_futures.append(
-                    await self._send(
-                        self._topics.dead_letters,
-                        request.value,
-                        key=request.key,
-                        headers=request.headers,
-                    )
-                )
+            sent, others = await self._send_request(request)
             event_futures.append(sent)
+            other_futures += others
         return event_futures, other_futures
+
+    async def _send_request(
+        self, request: _Request
+    ) -> tuple[list[asyncio.Future[Any]], list[asyncio.Future[Any]]]:
+        """Hand one request's records to the producer; (events, others) futures."""
+        if isinstance(request, _DeadLetter):
+            return [], [
+                await self._send(
+                    self._topics.dead_letters,
+                    request.value,
+                    key=request.key,
+                    headers=request.headers,
+                )
+            ]
+        key = loop_key(request.loop_id)
+        events = [
+            await self._send(
+                self._topics.events,
+                value,
+                key=key,
+                partition=self.partition,
+                headers=headers,
+            )
+            for value, headers in request.payloads
+        ]
+        # Staged effects: partitioned by their key, as any producer places them.
+        effects = [
+            await self._send(
+                effect.topic, effect.value, key=effect.key, headers=list(effect.headers)
+            )
+            for effect in request.effects
+        ]
+        return events, effects
 
     async def _send_states(
         self,

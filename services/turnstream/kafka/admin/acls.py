@@ -11,7 +11,8 @@ What each role needs, and why:
   commits offsets in its transactions); Read events and loops (restore after a
   takeover); Write events, loops, deltas and the dead-letter topic; Write on the
   transactional ids ``{txn_prefix}-{group}-`` (prefix; one per commands
-  partition).
+  partition); Write on each topic its agents' tools stage records to (the
+  effect topics: the records go out in the actor's transactions).
 * **client** (``chat``, ``tail``, the Session API) -- Write commands; Read
   events and deltas (no consumer group: it assigns partitions); Describe the
   actors' group (``chat`` checks that an actor runs).
@@ -144,6 +145,8 @@ class RoleNames:
         txn_prefix: the actors' transactional-id prefix.
         analytics_app_id: the analytics worker's app id (= group).
         analytics_topic: the analytics worker's output topic.
+        effect_topics: the topics the actors' tools stage records to
+            (``ToolContext.stage_record``).
     """
 
     topics: TopicNames
@@ -151,6 +154,7 @@ class RoleNames:
     txn_prefix: str = "turnstream"
     analytics_app_id: str = "turnstream-analytics"
     analytics_topic: str = "turnstream.analytics.v1"
+    effect_topics: tuple[str, ...] = ()
 
 
 def _topic(
@@ -202,6 +206,7 @@ def role_acls(role: Role, principal: str, names: RoleNames) -> tuple[Acl, ...]:
                     resource=f"{names.txn_prefix}-{names.group_id}-",
                     pattern=prefixed,
                 ),
+                *(_topic(principal, write, topic) for topic in names.effect_topics),
             )
         case Role.CLIENT:
             return (
