@@ -11,9 +11,9 @@ BIN    := $(VENV)/bin
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-install: $(BIN)/python  ## venv + editable install with dev, analytics and gateway extras
+install: $(BIN)/python  ## venv + editable install with dev, analytics, gateway and otel extras
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,analytics,gateway]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,analytics,gateway,otel]"
 
 native:  ## rebuild the codec's C fast path in place (make install builds it too)
 	$(BIN)/python hatch_build.py
