@@ -540,7 +540,7 @@ class PartitionRunner:
                     hub=ctx.hub,
                     clock=ctx.clock,
                     ids=ctx.ids,
-                    hooks=setup.hooks,
+                    hooks=_traced(setup.hooks, ctx.tracer),
                     access_policy=setup.access_policy,
                     announce=not announced and not stop and binds,
                 )
@@ -555,7 +555,7 @@ class PartitionRunner:
                     hub=ctx.hub,
                     clock=ctx.clock,
                     ids=ctx.ids,
-                    hooks=setup.hooks,
+                    hooks=_traced(setup.hooks, ctx.tracer),
                     access_policy=setup.access_policy,
                     announce=binds,
                 )
