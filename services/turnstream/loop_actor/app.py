@@ -214,16 +214,17 @@ async def run_service(
         if on_start is not None:
             on_start(built.service)
         _log.info(
-            "loop actor starting: group %s, agents %s, instance %s, codec %s, "
-            "traces %s",
+            "loop actor starting: group %s, agents %s, instance %s, codec %s",
             settings.group_id,
             ", ".join(f"{a.name} ({a.model_name})" for a in built.host.agents),
             claim.instance_id or "dynamic",
             built.codec.path,
-            f"to {settings.tracing.traces_url} at {settings.tracing.sample_ratio:g}"
-            if settings.tracing.enabled
-            else "off",
         )
+        tracing = settings.tracing
+        if tracing.enabled:
+            _log.info(
+                "traces to %s, sampled at %g", tracing.traces_url, tracing.sample_ratio
+            )
         # The tools' resources (MCP servers) start before the first loop and
         # close after the last one has stopped.
         try:
