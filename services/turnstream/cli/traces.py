@@ -42,6 +42,7 @@ app = typer.Typer(
 )
 
 _EXPORT_FAILED = 7
+_BATCH = 1024
 
 
 def rebuild(
@@ -94,9 +95,13 @@ def export(
         sink = otlp_sink(settings)
         entries = asyncio.run(_read(target, loop))
     spans, still_open = rebuild(entries, settings.sample_ratio)
-    for span in spans:
+    flushed = True
+    for index, span in enumerate(spans, 1):
         sink.emit(span)
-    flushed = sink.flush()
+        if index % _BATCH == 0:
+            # The exporter's queue is bounded (it drops beyond it): drain it.
+            flushed = sink.flush() and flushed
+    flushed = sink.flush() and flushed
     sink.close()
     turns = sum(1 for s in spans if s.name == "invoke_agent")
     console.print(

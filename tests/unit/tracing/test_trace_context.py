@@ -19,6 +19,7 @@ from turnstream.runtime.tracing import (
     span_id_for,
     trace_id_for,
 )
+from turnstream.tracing import JournalSpans
 
 CARRIED = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 NOW = datetime(2026, 12, 6, tzinfo=UTC)
@@ -156,3 +157,28 @@ def test_store_is_bounded() -> None:
         traces.remember(command_id, carried)
     assert traces.open_turn(uuid4(), first) is None  # evicted
     assert traces.open_turn(uuid4(), rest[0]) is not None
+
+
+def test_journal_spans_join_the_carried_trace() -> None:
+    """The rebuilt turn span hangs under the submit's span, in its trace."""
+    traces = TraceContexts()
+    turn_id, step_id, command_id = uuid4(), uuid4(), uuid4()
+    carried = TraceContext.parse(CARRIED)
+    assert carried is not None
+    traces.remember(command_id, carried)
+    started = _started(turn_id, command_id)
+    step = _step(turn_id, step_id)
+    done = TurnDone(
+        header=Header(event_id=uuid4(), turn_id=turn_id, created_at=NOW),
+        turn_index=1,
+        message=AIMessage(blocks=(TextBlock(text="ok"),)),
+    )
+    spans = JournalSpans().add_all(
+        (event, event_trace_headers(traces, event)) for event in (started, step, done)
+    )
+    by_name = {s.name: s for s in spans}
+    assert {s.trace_id for s in spans} == {carried.trace_id}
+    assert by_name["invoke_agent"].parent_id == carried.span_id
+    assert by_name["invoke_agent"].span_id == span_id_for("turn", turn_id)
+    assert by_name["step"].parent_id == span_id_for("turn", turn_id)
+    assert by_name["chat"].parent_id == span_id_for("step", step_id)
