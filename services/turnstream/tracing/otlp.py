@@ -29,6 +29,25 @@ _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _OK = Status(StatusCode.UNSET)
 
 
+class _Resource(Resource):
+    """A resource that hashes once.
+
+    The OTLP encoder hashes the resource of every span (to group spans by
+    resource), each time serializing its attributes to JSON: measured, a
+    third of the encoding's CPU.
+    """
+
+    def __init__(self, base: Resource) -> None:
+        super().__init__(base.attributes, base.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return super().__eq__(other)
+
+
 class OtlpSink:
     """Exports span records to an OTLP/HTTP endpoint (a :class:`SpanSink`).
 
@@ -58,7 +77,9 @@ class OtlpSink:
         max_queue: int = 65_536,
         max_batch: int = 512,
     ) -> None:
-        self._resource = Resource.create({"service.name": settings.service_name})
+        self._resource = _Resource(
+            Resource.create({"service.name": settings.service_name})
+        )
         self._exporter = exporter or OTLPSpanExporter(
             endpoint=settings.traces_url, timeout=10
         )
