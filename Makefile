@@ -4,22 +4,25 @@ VENV   ?= .venv
 PYTHON ?= python3.11
 BIN    := $(VENV)/bin
 
-.PHONY: install native jars broker-up broker-down broker-status topics check fmt \
+.PHONY: install native jars jaeger broker-up broker-down broker-status topics check fmt \
         test test-unit test-kafka test-generic demo smoke bench bench-peers \
         cluster-up cluster-down cluster-status test-cluster test-secure
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-install: $(BIN)/python  ## venv + editable install with dev, analytics and gateway extras
+install: $(BIN)/python  ## venv + editable install with dev, analytics, gateway and otel extras
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,analytics,gateway]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,analytics,gateway,otel]"
 
 native:  ## rebuild the codec's C fast path in place (make install builds it too)
 	$(BIN)/python hatch_build.py
 
 jars:  ## fetch the Kafka broker jars from Maven Central (skipped when cached)
 	$(BIN)/turnstream broker jars
+
+jaeger:  ## build Jaeger (the tracing tests' OTLP receiver) from the Go module proxy into ~/.cache/turnstream (skipped when cached)
+	bash infra/jaeger/build.sh
 
 broker-up:  ## start (or reuse) the local KRaft broker on 127.0.0.1:19092
 	$(BIN)/turnstream broker up

@@ -47,9 +47,11 @@ from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.hooks import Tracer
 from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import Tool
 from turnstream.runtime.session import LoopSetup
+from turnstream.runtime.tracing import TraceContexts
 from turnstream.wire import Codec, default_codec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,6 +151,8 @@ def service_for(
     models: ModelPool,
     metrics: ServiceMetrics,
     codec: Codec | None = None,
+    traces: TraceContexts | None = None,
+    tracer: Tracer | None = None,
 ) -> LoopActorService:
     """An in-process loop-actor service with the deployable's defaults."""
     settings = ServiceSettings(
@@ -166,6 +170,8 @@ def service_for(
         codec=codec or default_codec(),
         setup_for=models.setup_for,
         metrics=metrics,
+        traces=traces,
+        tracer=tracer,
     )
 
 

@@ -11,7 +11,9 @@ many loops used once), scale-out (1 vs 2 loop-actor processes), the memory of
 idle loops, tool side effects of continuing turns under kill -9 churn (the
 ledger counts, 60 s of churn), the HTTP gateway (``bench/gateway_bench.py``:
 1,000 SSE clients on one gateway process, beside an in-process ``attach``
-client) and, when the peer frameworks are installed (``pip install -e
+client), the CPU cost of OpenTelemetry tracing per turn
+(``bench/tracing_bench.py``: off vs on at 100 % sampling, exported to a real
+Jaeger) and, when the peer frameworks are installed (``pip install -e
 '.[peers]'`` into ``.venv-peers``, see ``make bench-peers``), the peer
 comparison of ``bench/peers/``. Writes ``bench/results/latest.json`` (every
 number, plus the machine and its load at start and end) and
@@ -55,6 +57,7 @@ import restore_bench
 import resume_churn_bench
 import scale_bench
 import state_scale_bench
+import tracing_bench
 import turns_bench
 import txn_bench
 from _support import (
@@ -97,6 +100,7 @@ FULL: dict[str, Any] = {
     "peers": {"conversations": 200, "turns": 5, "latency_conversations": 20},
     "resume_churn": {"seconds": 60, "loops": 100},
     "gateway": {"clients": 1000, "turns": 10, "chunks": 10, "delay": 0.05},
+    "tracing": tracing_bench.FULL,
 }
 QUICK: dict[str, Any] = {
     "codec": {"number": 300, "reps": 3, "warmup": 50},
@@ -123,6 +127,7 @@ QUICK: dict[str, Any] = {
     "peers": {"conversations": 20, "turns": 3, "latency_conversations": 5},
     "resume_churn": {"seconds": 15, "loops": 10},
     "gateway": {"clients": 50, "turns": 2, "chunks": 5, "delay": 0.05},
+    "tracing": tracing_bench.QUICK,
 }
 PEERS_PYTHON = Path(os.environ.get("PEERS_PYTHON", ROOT / ".venv-peers/bin/python"))
 PEERS_SCRIPT = Path(__file__).resolve().parent / "peers" / "peers_bench.py"
@@ -326,6 +331,11 @@ def _take_child_result(out: Path) -> dict[str, Any] | None:
     return doc
 
 
+async def tracing_section(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """CPU per turn with tracing off vs on (100 % sampled, OTLP to Jaeger)."""
+    return await tracing_bench.bench(bootstrap, cfg)
+
+
 Section = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 SECTIONS: dict[str, Section] = {
     "codec": codec_section,
@@ -339,6 +349,7 @@ SECTIONS: dict[str, Section] = {
     "memory": memory_section,
     "resume_churn": resume_churn_section,
     "gateway": gateway_section,
+    "tracing": tracing_section,
     "peers": peers_section,
 }
 
@@ -669,6 +680,10 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], list[str]]]] = {
         _resume_churn_md,
     ),
     "gateway": ("Gateway: many SSE clients on one loop's stream", _gateway_md),
+    "tracing": (
+        "Tracing: CPU per turn, off vs on at 100 % sampling (OTLP to Jaeger)",
+        tracing_bench.table,
+    ),
     "peers": (
         "Peers: one agent workload on turnstream, LangGraph, OpenAI Agents SDK",
         _peers_md,

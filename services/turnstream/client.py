@@ -88,6 +88,7 @@ from turnstream.kafka.client import (
     TurnStatus,
 )
 from turnstream.runtime.subscription import EventFilter, LoopScope
+from turnstream.tracing import current_traceparent_source
 from turnstream.wire import Codec, default_codec, marshal_event, unmarshal_event
 
 __all__ = [
@@ -167,4 +168,8 @@ async def connect(
     """
     if "topics" not in options and topic_prefix:
         options["topics"] = TopicNames.with_affixes(prefix=topic_prefix)
+    if "trace_source" not in options:
+        # Each submit joins the caller's current span, when OpenTelemetry is
+        # installed and there is one.
+        options["trace_source"] = current_traceparent_source()
     return await KafkaSession.connect(bootstrap, **options)

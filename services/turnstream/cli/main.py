@@ -26,6 +26,7 @@ from turnstream.cli import (
     smoke,
     tail,
     topics,
+    traces,
 )
 from turnstream.cli._common import set_verbose
 
@@ -79,6 +80,7 @@ app.command(name="demo")(demo.demo)
 app.command(name="acls")(acls.acls)
 app.add_typer(loops.app, name="loops")
 app.add_typer(dlq.app, name="dlq")
+app.add_typer(traces.app, name="traces")
 app.command(name="gateway")(gateway.gateway)
 
 

@@ -82,11 +82,13 @@ class JournalEntry:
         offset: the record's offset in its events partition.
         loop_id: the loop named by the key.
         event: the decoded event.
+        headers: the record's headers (its ``traceparent`` among them).
     """
 
     offset: int
     loop_id: UUID
     event: EnduringEvent
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -763,7 +765,9 @@ async def read_journal(
         event = codec.unmarshal_event(record.value)
         if event.header.loop_id != loop_id:
             raise DecodeError("event", "record key names another loop")
-        entries.append(JournalEntry(record.offset, loop_id, event))
+        entries.append(
+            JournalEntry(record.offset, loop_id, event, tuple(record.headers or ()))
+        )
         return True
 
     await _scan(clients, tp, start, take)

@@ -12,10 +12,12 @@ Settings arrive as one typed object; nothing here reads the environment.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.service import LoopActorService, ServiceSettings
@@ -30,7 +32,12 @@ from turnstream.loop_actor.settings import ActorSettings
 from turnstream.models import model_from_spec
 from turnstream.runtime.agent import Agent, AgentHost
 from turnstream.runtime.model_client import ModelClient
+from turnstream.runtime.tracing import TraceContexts, ratio_sampler
+from turnstream.tracing import LiveTracer, otlp_sink
 from turnstream.wire import Codec, SchemaSet, set_default_codec
+
+if TYPE_CHECKING:
+    from turnstream.tracing.otlp import OtlpSink
 
 __all__ = ["COMMIT_TIMEOUT_MARGIN", "Built", "build_service", "run_service"]
 
@@ -49,13 +56,15 @@ class Built:
     """A service, its hosted agents and the model clients it built.
 
     ``models`` are closed by :func:`run_service` (an injected client is the
-    caller's to close).
+    caller's to close), and ``spans`` (the OTLP exporter, when tracing is on)
+    flushed and closed.
     """
 
     service: LoopActorService
     host: AgentHost
     codec: Codec
     models: tuple[ModelClient, ...] = ()
+    spans: OtlpSink | None = None
 
 
 def _provider(spec: str) -> str:
@@ -138,14 +147,29 @@ def build_service(
         writer=WriterSettings(commit_deadline=settings.commit_deadline),
         max_resident_loops=settings.max_resident_loops,
     )
+    tracing = settings.tracing
+    traces = TraceContexts(
+        ratio_sampler(tracing.sample_ratio) if tracing.enabled else None
+    )
+    spans = otlp_sink(tracing) if tracing.enabled else None
     service = LoopActorService(
         clients=kafka_clients,
         settings=service_settings,
         codec=codec,
         setup_for=host.setup_for,
         metrics=metrics,
+        traces=traces,
+        tracer=None
+        if spans is None
+        else LiveTracer(spans, traces, capture_content=tracing.capture_content),
     )
-    return Built(service=service, host=host, codec=codec, models=tuple(built_models))
+    return Built(
+        service=service,
+        host=host,
+        codec=codec,
+        models=tuple(built_models),
+        spans=spans,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -196,10 +220,20 @@ async def run_service(
             claim.instance_id or "dynamic",
             built.codec.path,
         )
+        tracing = settings.tracing
+        if tracing.enabled:
+            _log.info(
+                "traces to %s, sampled at %g", tracing.traces_url, tracing.sample_ratio
+            )
         # The tools' resources (MCP servers) start before the first loop and
         # close after the last one has stopped.
-        async with _closing(built.models), built.host.tools_open():
-            await built.service.run()
+        try:
+            async with _closing(built.models), built.host.tools_open():
+                await built.service.run()
+        finally:
+            if built.spans is not None:
+                # Off the event loop: the export is a blocking HTTP call.
+                await asyncio.to_thread(built.spans.close)
     finally:
         claim.release()
     _log.info("loop actor stopped")

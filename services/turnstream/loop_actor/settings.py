@@ -30,6 +30,7 @@ from turnstream.kafka.security import (
 )
 from turnstream.loop_actor.gc_policy import DEFAULT_GC_THRESHOLD
 from turnstream.loop_actor.tools import TOOL_SETS
+from turnstream.tracing import TracingSettings
 
 __all__ = [
     "ENV",
@@ -141,6 +142,8 @@ class ActorSettings:
         schema_dir: the Avro schema directory (the checkout's by default).
         log_level: the root log level.
         security: Kafka security settings for every client.
+        tracing: OpenTelemetry export of the turns' spans (environment only:
+            :data:`~turnstream.tracing.TRACING_ENV`); off without an endpoint.
     """
 
     bootstrap: str
@@ -169,6 +172,7 @@ class ActorSettings:
     schema_dir: Path | None = None
     log_level: str = "INFO"
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    tracing: TracingSettings = field(default_factory=TracingSettings)
 
     def __post_init__(self) -> None:
         if not self.group_id.strip():
@@ -362,5 +366,6 @@ def parse_settings(
         provider_keys=keys,
         schema_dir=path("schema_dir"),
         security=security,
+        tracing=TracingSettings.from_env(env),
         **kwargs,
     )

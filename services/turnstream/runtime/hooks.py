@@ -16,6 +16,11 @@ Semantics (contract §5.3):
   once, whatever happened; a failing finish is logged and never changes the
   operation's outcome (a hook never replaces a terminal event).
 
+A :class:`Tracer` (:meth:`HookRunner.traced`) sees every operation's begin
+and finish like an Around hook, but is not one: it never makes an operation
+"observed" (the actor's commit batching stays as without hooks), and without
+one the hook path pays a single ``is None`` check.
+
 Operations: ``turn`` (guardable), ``step``, ``inference`` (guardable) and
 ``tool_call`` (guardable). Imports only value types, the model port and errors.
 """
@@ -29,9 +34,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Protocol
 from uuid import UUID
 
-from turnstream.content import UserMessage
+from turnstream.content import Usage, UserMessage
 from turnstream.errors import ConfigError
 from turnstream.runtime.model_client import ModelRequest
 from turnstream.runtime.user_code import log_user_error
@@ -51,6 +57,7 @@ __all__ = [
     "Operation",
     "Outcome",
     "Started",
+    "Tracer",
     "compile_hooks",
     "deny",
 ]
@@ -90,7 +97,8 @@ class HookCall:
 
     Only the fields of the call's operation are set: ``input`` for a turn,
     ``step_index`` for a step, ``request`` for an inference, the ``tool_*``
-    fields and ``summary`` for a tool call.
+    fields and ``summary`` for a tool call. ``command_id`` is the submit a
+    turn answers.
     """
 
     operation: Operation
@@ -107,16 +115,21 @@ class HookCall:
     tool_use_id: str = ""
     tool_execution_id: UUID | None = None
     summary: str = ""
+    command_id: UUID | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HookResult:
-    """How an operation ended; passed to every finish callback."""
+    """How an operation ended; passed to every finish callback.
+
+    ``usage`` is an inference's token usage (a completed turn's total).
+    """
 
     call: HookCall
     outcome: Outcome
     error: BaseException | None = None
     is_error: bool = False
+    usage: Usage | None = None
 
 
 class Denial(Exception):
@@ -150,6 +163,18 @@ FinishFn = Callable[[HookResult], None]
 """Called once when the operation ends."""
 BeginFn = Callable[[HookCall], FinishFn | None]
 """Called when the operation starts; may return its finish callback."""
+
+
+class Tracer(Protocol):
+    """Records operations as spans (the port ``turnstream.tracing`` implements).
+
+    ``begin`` returns the span's end (called once, with the result), or
+    ``None`` when the operation is not sampled. It must not raise.
+    """
+
+    def begin(self, call: HookCall) -> FinishFn | None:
+        """Start the span of ``call``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +225,7 @@ class Started:
     blocked: Blocked | None
     _finishers: list[FinishFn] = field(default_factory=list)
     _done: bool = False
+    _span: FinishFn | None = None
 
     @property
     def observed(self) -> bool:
@@ -212,14 +238,23 @@ class Started:
         error: BaseException | None = None,
         *,
         is_error: bool = False,
+        usage: Usage | None = None,
     ) -> None:
         """Run the finish callbacks in reverse order; later calls do nothing."""
         if self._done:
             return
         self._done = True
+        if not self._finishers and self._span is None:
+            return
         result = HookResult(
-            call=self.call, outcome=outcome, error=error, is_error=is_error
+            call=self.call,
+            outcome=outcome,
+            error=error,
+            is_error=is_error,
+            usage=usage,
         )
+        if self._span is not None:
+            _end_span(self._span, result)
         for finisher in reversed(self._finishers):
             try:
                 finisher(result)
@@ -227,15 +262,29 @@ class Started:
                 log_user_error(_log, "hook finish failed", exc, op=self.call.operation)
 
 
+def _end_span(end: FinishFn, result: HookResult) -> None:
+    try:
+        end(result)
+    except Exception as exc:  # noqa: BLE001 - tracing never changes an outcome
+        log_user_error(_log, "span end failed", exc, op=result.call.operation)
+
+
 class HookRunner:
     """An immutable, compiled hook set. ``HookRunner()`` is the empty runner."""
 
-    def __init__(self, hook_set: HookSet | None = None) -> None:
-        hook_set = hook_set or HookSet()
+    def __init__(
+        self, hook_set: HookSet | None = None, *, tracer: Tracer | None = None
+    ) -> None:
+        self._set = hook_set = hook_set or HookSet()
         self._guards = hook_set.guards
         self._around = hook_set.around
         self._timeout = hook_set.guard_timeout
         self.policy_revision = hook_set.policy_revision
+        self.tracer = tracer
+
+    def traced(self, tracer: Tracer) -> HookRunner:
+        """This hook set with ``tracer`` recording every operation."""
+        return HookRunner(self._set, tracer=tracer)
 
     def handles(self, operation: Operation) -> bool:
         """Whether any callback watches ``operation`` (the cheap path)."""
@@ -246,6 +295,11 @@ class HookRunner:
     async def start(self, call: HookCall) -> Started:
         """Run begins then guards for ``call``; the caller must ``finish`` it."""
         started = Started(call=call, blocked=None)
+        if self.tracer is not None:
+            try:
+                started._span = self.tracer.begin(call)
+            except Exception as exc:  # noqa: BLE001 - tracing never blocks an operation
+                log_user_error(_log, "span begin failed", exc, op=call.operation)
         for around in self._around:
             if around.operation is not call.operation:
                 continue

@@ -85,7 +85,12 @@ from turnstream.runtime.mailbox import (
 from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import AccessPolicy
 from turnstream.runtime.supervision import TurnTasks
-from turnstream.runtime.turn_handle import ActiveTurn, hook_outcome, launch_turn
+from turnstream.runtime.turn_handle import (
+    ActiveTurn,
+    hook_outcome,
+    launch_turn,
+    turn_usage,
+)
 from turnstream.runtime.writer import LoopWriter
 from turnstream.state import LoopState, OpenTurn
 
@@ -342,6 +347,7 @@ class LoopMachine:
             turn_id=turn_id,
             turn_index=self._turn_index + 1,
             input=entry.message,
+            command_id=entry.command_id,
         )
 
     def _opening(self, entry: QueuedInput, turn_id: TurnId, hook: Started) -> _Opening:
@@ -979,7 +985,7 @@ class LoopMachine:
             if isinstance(opening, _Opening):
                 return await self._end_together(active, outcome, step, chain=False)
             return False
-        active.hook.finish(*hook_outcome(outcome))
+        active.hook.finish(*hook_outcome(outcome), usage=turn_usage(outcome))
         self._active = None
         if not tail:
             await abandon_gates(self._gates, writer, active.generation)
@@ -1024,7 +1030,7 @@ class LoopMachine:
                 outcome = Interrupted()  # any commit error interrupts (§10.1.7)
         terminal = self._writer.terminal(active.ended, outcome)
         terminal_ok = await self._writer.commit([terminal])
-        active.hook.finish(*hook_outcome(outcome))
+        active.hook.finish(*hook_outcome(outcome), usage=turn_usage(outcome))
         self._active = None
         # Still-open gates are closed after the terminal (§10.1.17).
         await abandon_gates(self._gates, self._writer, active.generation)

@@ -126,7 +126,7 @@ async def stream_step(
         pending = None if prefix is None else PendingStep(step_id, prefix)
         return StepFailed(error, pending)
     message = acc.message(end.usage)
-    hook.finish(Outcome.COMPLETED)
+    hook.finish(Outcome.COMPLETED, usage=end.usage)
     if is_empty_response(message):
         return StepFailed(EmptyResponseError())
     return StepResult(message=message, calls=acc.tool_calls(), usage=end.usage)

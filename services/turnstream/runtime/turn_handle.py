@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
-from turnstream.content import Conversation
+from turnstream.content import Conversation, Usage
 from turnstream.errors import TurnPanicError
 from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.ids import CommandId, TurnId
@@ -49,7 +49,14 @@ from turnstream.runtime.turn import run_turn
 from turnstream.runtime.user_code import log_user_error
 from turnstream.runtime.writer import EndedTurn
 
-__all__ = ["ActiveTurn", "ActorLink", "hook_outcome", "launch_turn", "outcome_of"]
+__all__ = [
+    "ActiveTurn",
+    "ActorLink",
+    "hook_outcome",
+    "launch_turn",
+    "outcome_of",
+    "turn_usage",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -174,6 +181,11 @@ def outcome_of(task: asyncio.Task[TurnOutcome], draft: TurnDraft) -> TurnOutcome
     if error is not None:  # a BaseException that is not an Exception
         return Failed(TurnPanicError(type(error).__name__))
     return task.result()
+
+
+def turn_usage(outcome: TurnOutcome) -> Usage | None:
+    """A completed turn's total usage (what its Turn hook's finish sees)."""
+    return outcome.usage if isinstance(outcome, Completed) else None
 
 
 def hook_outcome(outcome: TurnOutcome) -> tuple[Outcome, BaseException | None]:

@@ -78,10 +78,12 @@ from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.actor import LoopActor, LoopStatus
 from turnstream.runtime.config import RestorePolicy
 from turnstream.runtime.errors import LoopClosedError, RestoreError
+from turnstream.runtime.hooks import HookRunner, Tracer
 from turnstream.runtime.ports import Clock, IdSource
 from turnstream.runtime.restore import restore_loop
 from turnstream.runtime.session import LoopSetup
 from turnstream.runtime.stamping import EventFactory
+from turnstream.runtime.tracing import TRACEPARENT, TraceContext, TraceContexts
 from turnstream.state import LoopState
 from turnstream.wire import Codec
 
@@ -125,6 +127,9 @@ class RunnerContext:
             other partition than its key's is dead-lettered).
         resident_budget: how many loops this runner keeps live (actor and
             decoded state) before it passivates the least recently used.
+        traces: the trace context submits carried, for the turns and their
+            event records (``None``: no trace headers are read or written).
+        tracer: records the loops' spans (``None``: tracing off).
     """
 
     clients: KafkaClients
@@ -142,6 +147,8 @@ class RunnerContext:
     spawn: Spawn
     partitions: int
     resident_budget: Callable[[], int] = lambda: 1 << 62
+    traces: TraceContexts | None = None
+    tracer: Tracer | None = None
 
 
 @dataclass(slots=True)
@@ -151,6 +158,23 @@ class _Live:
     # Set while the loop is being passivated; done once it is (or was not).
     leaving: asyncio.Event | None = None
     refusing: bool = False  # never announced: it only refuses, and binds nothing
+
+
+def _traced(hooks: HookRunner | None, tracer: Tracer | None) -> HookRunner | None:
+    """The loop's hooks, with the service's tracer recording its operations."""
+    if tracer is None:
+        return hooks
+    return (hooks or HookRunner()).traced(tracer)
+
+
+def _remember_trace(traces: TraceContexts, command: SubmitInput, record: Any) -> None:
+    """Keep the ``traceparent`` a submit's record carries, for its turn."""
+    for name, value in record.headers or ():
+        if name == TRACEPARENT:
+            carried = TraceContext.parse(value)
+            if carried is not None:
+                traces.remember(command.command_id, carried)
+            return
 
 
 def _may_bind(command: AnyCommand, setup: LoopSetup) -> bool:
@@ -207,6 +231,7 @@ class PartitionRunner:
             codec=ctx.codec,
             metrics=ctx.metrics,
             settings=ctx.writer,
+            traces=ctx.traces,
             still_owner=still_owner,
             on_broken=lambda _writer: self._on_broken(self),
         )
@@ -314,7 +339,7 @@ class PartitionRunner:
             hub=ctx.hub,
             clock=ctx.clock,
             ids=ctx.ids,
-            hooks=setup.hooks,
+            hooks=_traced(setup.hooks, ctx.tracer),
             access_policy=setup.access_policy,
         )
         task = ctx.spawn(self._run_actor(actor), f"loop-{loop_id}")
@@ -337,6 +362,8 @@ class PartitionRunner:
                 self._dead_letter(record, poison.kind, poison.reason), "dead-letter"
             )
             return
+        if ctx.traces is not None and isinstance(command, SubmitInput):
+            _remember_trace(ctx.traces, command, record)
         if self._draining and (
             isinstance(command, SubmitInput | DeleteLoop)
             or command.loop_id in self._held
@@ -561,7 +588,7 @@ class PartitionRunner:
                     hub=ctx.hub,
                     clock=ctx.clock,
                     ids=ctx.ids,
-                    hooks=setup.hooks,
+                    hooks=_traced(setup.hooks, ctx.tracer),
                     access_policy=setup.access_policy,
                     announce=not announced and not stop and binds and not state.deleted,
                 )
@@ -576,7 +603,7 @@ class PartitionRunner:
                     hub=ctx.hub,
                     clock=ctx.clock,
                     ids=ctx.ids,
-                    hooks=setup.hooks,
+                    hooks=_traced(setup.hooks, ctx.tracer),
                     access_policy=setup.access_policy,
                     announce=binds,
                 )

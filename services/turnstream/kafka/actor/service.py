@@ -82,7 +82,9 @@ from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import Fault, classify, transport_error
 from turnstream.kafka.topology import TopicNames, check_copartitioned
+from turnstream.runtime.hooks import Tracer
 from turnstream.runtime.ports import Clock, IdSource, RandomIds, SystemClock
+from turnstream.runtime.tracing import TraceContexts
 from turnstream.wire import Codec
 
 __all__ = ["LoopActorService", "ServiceSettings"]
@@ -180,6 +182,10 @@ class LoopActorService:
         clock: stamps events.
         ids: mints ids.
         metrics: where counters go (a fresh object by default).
+        traces: the trace context submits carry (a fresh store by default:
+            a submit's ``traceparent`` reaches its turn's event records
+            whether or not this process exports spans).
+        tracer: records each turn's spans (``None``: tracing off).
     """
 
     def __init__(
@@ -192,8 +198,12 @@ class LoopActorService:
         clock: Clock | None = None,
         ids: IdSource | None = None,
         metrics: ServiceMetrics | None = None,
+        traces: TraceContexts | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self._clients = clients
+        self._traces = traces or TraceContexts()
+        self._tracer = tracer
         self.settings = settings
         self._codec = codec
         self._setup_for = setup_for
@@ -811,6 +821,8 @@ class LoopActorService:
             spawn=self._spawn,
             partitions=self._partitions,
             resident_budget=self._resident_share,
+            traces=self._traces,
+            tracer=self._tracer,
         )
         tp = TopicPartition(self.settings.topics.commands, partition)
         self._owned[partition] = generation

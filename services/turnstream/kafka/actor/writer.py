@@ -103,6 +103,7 @@ from turnstream.kafka.state_records import (
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.errors import EffectError
+from turnstream.runtime.tracing import TraceContexts, event_trace_headers
 from turnstream.state import LoopState
 from turnstream.wire import Codec, EncodeError
 
@@ -248,8 +249,10 @@ class PartitionWriter:
         settings: WriterSettings,
         still_owner: Callable[[], bool],
         on_broken: Callable[[PartitionWriter], None],
+        traces: TraceContexts | None = None,
     ) -> None:
         self.partition = partition
+        self._traces = traces
         self.transactional_id = txn_id
         self._clients = clients
         self._topics = topics
@@ -448,7 +451,7 @@ class PartitionWriter:
         """
         self._check_open()
         payloads = tuple(
-            (self._codec.marshal_event(e), self._codec.kafka_headers(e)) for e in events
+            (self._codec.marshal_event(e), self._event_headers(e)) for e in events
         )
         resolves = tuple(r for r in (e.reply_to() for e in events) if r is not None)
         reply: asyncio.Future[LoopState | None] = (
@@ -913,6 +916,13 @@ class PartitionWriter:
             update={"history_length": -1, "history_records": 0, **unknown}
         )
         return StateRecords(head, None, kept), None
+
+    def _event_headers(self, event: EnduringEvent) -> list[tuple[str, bytes]]:
+        """The record headers of ``event``: type, schema, and its turn's trace."""
+        headers = self._codec.kafka_headers(event)
+        if self._traces is not None:
+            headers += event_trace_headers(self._traces, event)
+        return headers
 
     def _succeed(self, batch: list[_Request], outcome: _Outcome) -> None:
         now = time.monotonic()

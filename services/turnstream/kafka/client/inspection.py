@@ -11,6 +11,7 @@ connection's timeouts. Never imports the actor or admin subpackages.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -19,7 +20,9 @@ from aiokafka import TopicPartition
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.reader import (
     DeadLetterEntry,
+    JournalEntry,
     read_dead_letters,
+    read_journal,
     read_latest_states,
     read_loop_head,
 )
@@ -31,6 +34,7 @@ from turnstream.wire import Codec
 __all__ = [
     "LoopStates",
     "read_dead_letter_headers",
+    "read_journals",
     "read_loop_head_state",
     "read_loop_states",
 ]
@@ -92,6 +96,33 @@ async def read_dead_letter_headers(
     for partition in range(count):
         entries.extend(
             await read_dead_letters(clients, TopicPartition(topic, partition))
+        )
+    return entries
+
+
+async def read_journals(
+    clients: KafkaClients,
+    codec: Codec,
+    topics: TopicNames,
+    *,
+    loops: Collection[UUID] | None = None,
+) -> list[JournalEntry]:
+    """Every committed event of every events partition (or of ``loops``), with headers.
+
+    In journal order per partition (a loop's events are in one partition).
+
+    Raises:
+        ConfigError: the events topic does not exist.
+        DecodeError: a selected record is not a valid event.
+        KafkaAuthorizationError: an ACL denies Read on it.
+        TransportError: a partition could not be read in time.
+    """
+    topic = topics.events
+    count = (await partition_counts(clients, [topic], {topic: "Read"}))[topic]
+    entries: list[JournalEntry] = []
+    for partition in range(count):
+        entries += await read_journal(
+            clients, codec, TopicPartition(topic, partition), loops=loops
         )
     return entries
 

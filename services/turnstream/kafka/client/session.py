@@ -120,6 +120,7 @@ from turnstream.runtime.subscription import (
     LoopScope,
     Subscription,
 )
+from turnstream.runtime.tracing import TRACEPARENT
 from turnstream.wire import Codec, default_codec
 
 _BROKEN_PRODUCER = (OutOfOrderSequenceNumber, UnknownProducerId, InvalidProducerEpoch)
@@ -168,8 +169,10 @@ class KafkaSession:
         ids: IdSource,
         capacity: int,
         max_command_bytes: int = MAX_COMMAND_BYTES,
+        trace_source: Callable[[], str | None] | None = None,
     ) -> None:
         self._clients = clients
+        self._trace_source = trace_source
         self._max_command_bytes = max_command_bytes
         self._topics = topics
         self._codec = codec
@@ -209,6 +212,7 @@ class KafkaSession:
         capacity: int = DEFAULT_SUBSCRIBER_CAPACITY,
         max_command_bytes: int = MAX_COMMAND_BYTES,
         live: bool = True,
+        trace_source: Callable[[], str | None] | None = None,
     ) -> KafkaSession:
         """Connect: start the command producer and the live reader.
 
@@ -234,6 +238,9 @@ class KafkaSession:
                 gateway, whose streams come from a
                 :class:`~turnstream.kafka.client.hub.StreamHub`; subscriptions
                 then see nothing).
+            trace_source: gives the caller's current ``traceparent`` (or
+                ``None``) for each submit; :func:`turnstream.client.connect`
+                passes OpenTelemetry's current span when the SDK is installed.
 
         Raises:
             ConfigError: bad settings, or the topics do not exist.
@@ -267,6 +274,7 @@ class KafkaSession:
             ids=ids,
             capacity=capacity,
             max_command_bytes=max_command_bytes,
+            trace_source=trace_source,
         )
         try:
             await session._start(counts, live=live)
@@ -596,7 +604,9 @@ class KafkaSession:
             "agency": agency,
         }
 
-    async def send(self, command: AnyCommand) -> CommandId:
+    async def send(
+        self, command: AnyCommand, *, traceparent: str | None = None
+    ) -> CommandId:
         """Send a prepared command; return its id once the broker has it.
 
         The record is keyed by the canonical text of its loop id and sent to
@@ -621,6 +631,8 @@ class KafkaSession:
         value = self._codec.marshal_command(command)
         key = loop_key(command.loop_id)
         headers = self._codec.kafka_headers(command)
+        if traceparent is not None:
+            headers.append((TRACEPARENT, traceparent.encode("ascii")))
         size = _record_size(value, key, headers)
         if size > self._max_command_bytes:
             raise CommandTooLargeError(
@@ -704,6 +716,7 @@ class KafkaSession:
         agent: str = "",
         model: str = "",
         max_tokens: int | None = None,
+        traceparent: str | None = None,
     ) -> CommandId:
         """Send input to ``loop_id``; return its command id once acknowledged.
 
@@ -720,6 +733,9 @@ class KafkaSession:
             model: a model from the agent's allow-list for this input's turn
                 (empty: the agent's default); outside it, ``TurnRejected``.
             max_tokens: an output cap for that turn.
+            traceparent: the W3C trace context the turn joins (default: the
+                caller's current OpenTelemetry span, when the session was
+                given a trace source and there is one).
 
         Raises:
             CommandNotConfirmedError: not acknowledged in time; its
@@ -736,7 +752,9 @@ class KafkaSession:
                 "max_tokens": max_tokens,
             }
         )
-        command_id = await self.send(command)
+        if traceparent is None and self._trace_source is not None:
+            traceparent = self._trace_source()
+        command_id = await self.send(command, traceparent=traceparent)
         self._remember(self._submitted, command_id, loop_id)
         return command_id
 

@@ -1,0 +1,230 @@
+"""Trace context of turns: W3C ``traceparent`` values and deterministic span ids.
+
+Owns :class:`TraceContext` (one parsed ``traceparent``), :class:`TurnTrace`
+(the trace a turn belongs to), :class:`TraceContexts` (the carried context of
+each submitted command, then of each open turn) and the span-id derivations
+every span source shares (:func:`trace_id_for`, :func:`span_id_for`).
+
+Why deterministic ids: a turn's spans are built twice, live by the actor's
+tracer and later from the committed journal (``turnstream traces export``),
+and both must name the same spans. So a span id is a hash of the turn, step
+or tool call it stands for, and a turn's trace id is the one its submit carried
+or, without one, a hash of its turn id.
+
+Pure stdlib: the OpenTelemetry SDK lives in ``turnstream.tracing`` (an
+adapter). Imports only value types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from turnstream.events import EventBase, StepDone, TurnStarted
+
+__all__ = [
+    "TRACEPARENT",
+    "TRACE_ORIGIN",
+    "TraceContext",
+    "TraceContexts",
+    "TurnTrace",
+    "event_trace_headers",
+    "ratio_sampler",
+    "span_id_for",
+    "trace_id_for",
+]
+
+TRACEPARENT = "traceparent"
+"""The W3C header name, on command and event records alike."""
+TRACE_ORIGIN = "ts-trace-origin"
+"""On ``TurnStarted`` only: the ``traceparent`` its submit carried (the turn
+span's own parent, which a journal reader cannot learn otherwise)."""
+
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_MAX_ID = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TraceContext:
+    """One ``traceparent``: a trace, the span that made the record, a flag."""
+
+    trace_id: int
+    span_id: int
+    sampled: bool
+
+    @classmethod
+    def parse(cls, value: bytes | str | None) -> TraceContext | None:
+        """The context of a header value; ``None`` if absent or malformed.
+
+        A malformed or all-zero value is ignored (W3C: start a new trace),
+        never an error: the header comes from any client.
+        """
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("ascii")
+            except UnicodeDecodeError:
+                return None
+        match = _TRACEPARENT.fullmatch(value.strip())
+        if match is None:
+            return None
+        trace_id, span_id = int(match[1], 16), int(match[2], 16)
+        if not trace_id or not span_id:
+            return None
+        return cls(trace_id, span_id, bool(int(match[3], 16) & 1))
+
+    def header(self) -> str:
+        """The ``traceparent`` text."""
+        flags = "01" if self.sampled else "00"
+        return f"00-{self.trace_id:032x}-{self.span_id:016x}-{flags}"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTrace:
+    """The trace of one turn: its id, the turn span's parent, the decision.
+
+    Attributes:
+        trace_id: the trace (the submit's, or derived from the turn id).
+        parent_span_id: the submitting span, 0 when the submit carried none.
+        sampled: whether the turn's spans are recorded.
+        origin: the submit's ``traceparent`` text, if it carried one.
+    """
+
+    trace_id: int
+    parent_span_id: int
+    sampled: bool
+    origin: str | None = None
+
+    def child(self, span_id: int) -> str:
+        """The ``traceparent`` of a record made by span ``span_id``."""
+        return TraceContext(self.trace_id, span_id, self.sampled).header()
+
+
+def trace_id_for(turn_id: UUID) -> int:
+    """The trace id of a turn whose submit carried no context."""
+    digest = hashlib.blake2b(turn_id.bytes, digest_size=16, person=b"ts.trace")
+    return int.from_bytes(digest.digest(), "big") or 1
+
+
+def span_id_for(kind: str, entity: UUID, part: str = "") -> int:
+    """The span id of ``kind`` (``turn``, ``step``, ``chat``, ``tool``) of ``entity``.
+
+    ``part`` tells apart several spans of one entity (a step's tool calls, by
+    their ``tool_use_id``).
+    """
+    hasher = hashlib.blake2b(digest_size=8, person=b"ts.span")
+    hasher.update(kind.encode())
+    hasher.update(entity.bytes)
+    hasher.update(part.encode())
+    return int.from_bytes(hasher.digest(), "big") or 1
+
+
+def ratio_sampler(ratio: float) -> Callable[[int], bool]:
+    """Sample a trace iff its id's low 64 bits fall under ``ratio``.
+
+    The rule of OpenTelemetry's ``TraceIdRatioBased``, so every process (and
+    the journal exporter) makes the same decision for the same trace.
+    """
+    bound = round(max(0.0, min(1.0, ratio)) * (_MAX_ID + 1))
+    return lambda trace_id: (trace_id & _MAX_ID) < bound
+
+
+class TraceContexts:
+    """The carried context of submitted commands and the trace of open turns.
+
+    Bounded, oldest first out: a command whose turn never starts (rejected,
+    dead-lettered) or a turn whose end was missed cannot grow it. One instance
+    serves a service's partitions; every method runs on its event loop.
+
+    Args:
+        sampler: decides for a turn whose submit carried no context; ``None``
+            (tracing off) leaves such a turn untraced. A carried context's
+            own ``sampled`` flag always decides for its turn (parent-based).
+        capacity: entries kept per map.
+    """
+
+    def __init__(
+        self, sampler: Callable[[int], bool] | None = None, *, capacity: int = 8192
+    ) -> None:
+        self.sampler = sampler
+        self._capacity = capacity
+        self._commands: OrderedDict[UUID, TraceContext] = OrderedDict()
+        self._turns: OrderedDict[UUID, TurnTrace] = OrderedDict()
+
+    def remember(self, command_id: UUID, carried: TraceContext) -> None:
+        """Keep the context a submit carried until its turn opens."""
+        self._commands[command_id] = carried
+        if len(self._commands) > self._capacity:
+            self._commands.popitem(last=False)
+
+    def open_turn(self, turn_id: UUID, command_id: UUID | None) -> TurnTrace | None:
+        """The trace of ``turn_id``, decided once (later calls return it)."""
+        trace = self._turns.get(turn_id)
+        if trace is not None:
+            return trace
+        carried = None
+        if command_id is not None and self._commands:
+            carried = self._commands.pop(command_id, None)
+        if carried is not None:
+            trace = TurnTrace(
+                carried.trace_id, carried.span_id, carried.sampled, carried.header()
+            )
+        elif self.sampler is not None:
+            trace_id = trace_id_for(turn_id)
+            trace = TurnTrace(trace_id, 0, self.sampler(trace_id))
+        else:
+            return None  # tracing off and nothing carried: nothing to keep
+        self._turns[turn_id] = trace
+        if len(self._turns) > self._capacity:
+            self._turns.popitem(last=False)
+        return trace
+
+    def turn(self, turn_id: UUID) -> TurnTrace | None:
+        """The trace of an open turn (opened here on first sight: a resumed one)."""
+        trace = self._turns.get(turn_id)
+        if trace is not None or self.sampler is None:
+            return trace
+        return self.open_turn(turn_id, None)
+
+    def adopt(self, turn_id: UUID, trace: TurnTrace) -> None:
+        """Take over the trace a previous owner recorded for an open turn."""
+        self._turns[turn_id] = trace
+
+    def close_turn(self, turn_id: UUID) -> None:
+        """Forget a turn that ended."""
+        self._turns.pop(turn_id, None)
+
+
+def event_trace_headers(
+    traces: TraceContexts, event: EventBase
+) -> list[tuple[str, bytes]]:
+    """The trace headers of a turn's event record (none outside a traced turn).
+
+    The ``traceparent`` names the span that committed the event: the step's
+    span for a ``StepDone``, the turn's span for the others. ``TurnStarted``
+    also carries the submit's own ``traceparent`` (:data:`TRACE_ORIGIN`).
+    """
+    header = event.header
+    turn_id = header.turn_id
+    if turn_id is None:
+        return []
+    if isinstance(event, TurnStarted):
+        cause = header.cause
+        trace = traces.open_turn(turn_id, None if cause is None else cause.command_id)
+    else:
+        trace = traces.turn(turn_id)
+    if trace is None:
+        return []
+    if isinstance(event, StepDone) and header.step_id is not None:
+        span = span_id_for("step", header.step_id)
+    else:
+        span = span_id_for("turn", turn_id)
+    headers = [(TRACEPARENT, trace.child(span).encode("ascii"))]
+    if trace.origin is not None and isinstance(event, TurnStarted):
+        headers.append((TRACE_ORIGIN, trace.origin.encode("ascii")))
+    return headers
