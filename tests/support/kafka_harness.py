@@ -38,6 +38,7 @@ from turnstream.kafka.topology import TopicNames
 from turnstream.loop_actor.tools import tool_set
 from turnstream.models import DemoModel
 from turnstream.runtime.config import LoopConfig
+from turnstream.runtime.fold import fold_loop
 from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import AccessPolicy, Tool
 from turnstream.runtime.session import LoopSetup
@@ -351,7 +352,34 @@ async def check_snapshots(
             f"loop {loop_id}: snapshot names offset {state.journal_offset - 1}, "
             "not one of its events"
         )
+        # Assembled from its head and history records, the state is the fold
+        # of the loop's journal up to the offset it names, whatever crashed
+        # or interleaved while its records were written.
+        folded = fold_loop(
+            [
+                e.event
+                for e in entries
+                if e.loop_id == loop_id and e.offset < state.journal_offset
+            ]
+        )
+        assert layout_free(state) == layout_free(folded), f"loop {loop_id}"
     return states
+
+
+def layout_free(state: LoopState) -> LoopState:
+    """What a journal's fold knows: no offsets, progress or storage layout."""
+    return state.model_copy(
+        update={
+            "journal_offset": -1,
+            "command_offset": -1,
+            "applied_command_offset": -1,
+            "pending_command_offsets": (),
+            "history_length": -1,
+            "history_records": 0,
+            "history_first_offset": -1,
+            "history_last_offset": -1,
+        }
+    )
 
 
 def check_journal(
