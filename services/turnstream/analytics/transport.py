@@ -46,6 +46,7 @@ from typing import Any, Final
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.transport.producer import ProducerBuffer
+from mode.threads import WorkerThread
 from mode.utils.queues import FlowControlEvent
 
 from turnstream.errors import ConfigError
@@ -79,7 +80,23 @@ def _changelog_topics(app: Any) -> list[Any]:
     return [table.changelog_topic for table in app.tables.values()]
 
 
+class _DaemonWorkerThread(WorkerThread):
+    """mode's service thread, as a daemon thread.
+
+    A consumer thread whose stop did not finish (a stop after a crash is
+    bounded, see ``AnalyticsApp.stop``) kept the process alive after the
+    worker had exited with its error: the interpreter waits for non-daemon
+    threads. A clean stop joins the thread as before.
+    """
+
+    def __init__(self, service: Any, **kwargs: Any) -> None:
+        super().__init__(service, **kwargs)
+        self.daemon = True
+
+
 class _ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    Worker = _DaemonWorkerThread
+
     def _create_worker_consumer(self, transport: Any) -> Any:
         # faust derives the isolation level from ``consumer.in_transaction``
         # and reads that flag nowhere else while building the client; it is
