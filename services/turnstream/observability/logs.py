@@ -26,6 +26,7 @@ Stdlib only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -161,8 +162,12 @@ def _matches(name: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def _transient(value: object) -> bool:
-    """An error the library itself retries: Kafka's ``retriable``, I/O, timeouts."""
-    if isinstance(value, OSError | TimeoutError):
+    """An error the library itself retries: Kafka's ``retriable``, I/O, timeouts.
+
+    A cancelled task counts too: faust logs a service it cancelled while
+    stopping as "Crashed reason=CancelledError()", at ERROR.
+    """
+    if isinstance(value, OSError | TimeoutError | asyncio.CancelledError):
         return True
     return (
         isinstance(value, BaseException) and getattr(value, "retriable", False) is True

@@ -5,6 +5,7 @@ Also the library filters: retried conditions demoted, repeats rate-limited.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -149,6 +150,24 @@ def test_retried_coordinator_error_is_not_an_error_line(
         9,
         ConnectionRefusedError(111, "refused"),
     )
+
+    assert stream.getvalue() == ""
+
+
+def test_a_service_cancelled_while_stopping_is_not_an_error_line(
+    quiet_libraries: object,
+) -> None:
+    """faust logs an agent it cancelled on stop as crashed: not an error."""
+    set_verbose(False)
+    stream = io.StringIO()
+    configure_logging(LogFormat.JSON, stream=stream)
+
+    try:
+        raise asyncio.CancelledError
+    except asyncio.CancelledError:
+        logging.getLogger("faust.agents.actor").exception(
+            "[%s]: Crashed reason=%r", "Agent", asyncio.CancelledError()
+        )
 
     assert stream.getvalue() == ""
 
