@@ -497,6 +497,9 @@ async def _analytics_case(kafka: SecureKafka, index: int, data_dir: Path) -> Out
             assert response.json()["totals"]["turns_started"] >= 1
             end = await _end_offset(kafka, names.analytics_topic, committed=False)
             assert end >= 1, "no snapshot published yet"
+            changelog = f"{names.analytics_app_id}-loops-changelog"
+            end = await _end_offset(kafka, changelog, committed=True)
+            assert end >= 1, "no table update committed yet"
 
         try:
             out.ran_on = await _until_exit_or(worker, published)
