@@ -65,7 +65,7 @@ logger = logging.getLogger(__name__)
 # Seconds a stop may take before the worker gives up on faust and exits.
 _STOP_TIMEOUT_S = 20.0
 # Seconds the stop after a crash (or a denial) may take.
-_CRASHED_STOP_S = 3.0
+_CRASHED_STOP_S = 1.5
 
 TABLE_NAME: Final = "loops"
 STATS_PATH: Final = "/turnstream/stats/"
