@@ -66,6 +66,8 @@ logger = logging.getLogger(__name__)
 _STOP_TIMEOUT_S = 20.0
 # Seconds the stop after a crash (or a denial) may take.
 _CRASHED_STOP_S = 1.5
+# Seconds each exactly-once producer may take to close after a cut-short stop.
+_TXN_PRODUCER_STOP_S = 1.0
 
 TABLE_NAME: Final = "loops"
 STATS_PATH: Final = "/turnstream/stats/"
@@ -417,6 +419,26 @@ class AnalyticsApp:
                 "the worker's stop failed; exiting anyway",
                 extra={"exc_type": type(exc).__name__},
             )
+        finally:
+            await self._stop_transaction_producers()
+
+    async def _stop_transaction_producers(self) -> None:
+        """Close the exactly-once producers a cut-short stop left open.
+
+        faust closes them only at the end of its own producer's stop, which a
+        stop given up on (after a denial) never reaches; left open, each is
+        reported as an unclosed client when the process exits.
+        """
+        producers = getattr(self._app.producer, "_transaction_producers", None)
+        if not isinstance(producers, dict):
+            return
+        for producer in list(producers.values()):
+            try:
+                async with asyncio.timeout(_TXN_PRODUCER_STOP_S):
+                    await producer.stop()
+            except Exception:  # noqa: BLE001 - best effort while exiting
+                logger.info("an exactly-once producer did not close cleanly")
+        producers.clear()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set or the faust app stops by itself.
