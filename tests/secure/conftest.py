@@ -44,13 +44,12 @@ USERS = (
     "analytics",
     "actor-noloops",
     "actor-notxn",
-    "actor-nogroup",
     "actor-noreadloops",
-    "actor-noreadevents",
     "actor-revoked",
-    "actor-nodeltas",
-    "analytics-partial",
     "reader",
+    "sweep-actor",
+    "sweep-client",
+    "sweep-analytics",
 )
 
 

@@ -3,16 +3,24 @@
 :class:`SecureKafka` is what the ``secure_kafka`` fixture (tests/secure/conftest.py)
 yields: where the SASL_SSL broker listens and how each SCRAM user reaches it, as
 flags, as environment or as :class:`~turnstream.kafka.security.KafkaSecurity`.
+:func:`child` and :func:`run` start ``turnstream`` commands as processes,
+:class:`ChildLog` reads a child's output as it comes, :func:`exit_within`
+waits for a child to end.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.eventually import assert_eventually
 from typer.testing import CliRunner
 
 from turnstream.cli.main import app
@@ -25,9 +33,23 @@ from turnstream.kafka.security import (
     SecurityProtocol,
 )
 
-__all__ = ["PROJECT_DIR", "TURNSTREAM", "SecureKafka", "clean_env", "invoke"]
+__all__ = [
+    "PROJECT_DIR",
+    "TIMEOUT",
+    "TURNSTREAM",
+    "ChildLog",
+    "SecureKafka",
+    "child",
+    "clean_env",
+    "exit_within",
+    "free_port",
+    "invoke",
+    "run",
+]
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
+TIMEOUT = 60.0
+"""Seconds a child process or a wait of the lane may take at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +150,97 @@ def invoke(args: list[str], env: Mapping[str, str]) -> tuple[int, str]:
     scoped.update(env)
     result = CliRunner().invoke(app, args, env=scoped, catch_exceptions=False)
     return result.exit_code, result.output
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 just now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def child(
+    args: list[str], env: Mapping[str, str]
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A ``turnstream`` child process; SIGTERM (then SIGKILL) when done."""
+    proc = await asyncio.create_subprocess_exec(
+        *TURNSTREAM,
+        *args,
+        env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                async with asyncio.timeout(30):
+                    await proc.wait()
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+async def run(args: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+    """Run a ``turnstream`` command as a child process; its code and output."""
+    async with child(args, env) as proc:
+        async with asyncio.timeout(TIMEOUT):
+            out, _ = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+class ChildLog:
+    """A child's output read as it comes: the lines so far and when each came."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self._proc = proc
+        self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._proc.stdout is not None
+        loop = asyncio.get_running_loop()
+        while line := await self._proc.stdout.readline():
+            self.lines.append((loop.time(), line.decode().rstrip("\n")))
+
+    async def first(self, text: str, timeout: float = TIMEOUT) -> float:
+        """When the first line containing ``text`` came (waits ``timeout`` for it)."""
+
+        async def seen() -> float:
+            for at, line in self.lines:
+                if text in line:
+                    return at
+            raise AssertionError(f"no line with {text!r} yet:\n{self.text[-3000:]}")
+
+        return await assert_eventually(seen, timeout=timeout, interval=0.05)
+
+    async def end(self) -> str:
+        """The whole output once the child closed it."""
+        await self._task
+        return self.text
+
+    @property
+    def text(self) -> str:
+        """Every line so far."""
+        return "\n".join(line for _, line in self.lines)
+
+
+async def exit_within(
+    proc: asyncio.subprocess.Process, seconds: float, log: ChildLog | None = None
+) -> float:
+    """Wait (at most ``TIMEOUT``) for ``proc`` to exit; how long it took."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(TIMEOUT):
+            await proc.wait()
+    took = loop.time() - started
+    said = "" if log is None else log.text[-3000:]
+    assert proc.returncode is not None, f"still running after {took:.0f} s:\n{said}"
+    assert took <= seconds, f"exited after {took:.1f} s, expected <= {seconds} s"
+    return took

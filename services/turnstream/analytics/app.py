@@ -49,7 +49,11 @@ from turnstream.analytics.codecs import (
 from turnstream.analytics.errors import stopped_error
 from turnstream.analytics.report import build_snapshot, totals_view, windows_view
 from turnstream.analytics.settings import AnalyticsSettings, Guarantee, KafkaAuth
-from turnstream.analytics.transport import install_faust_fixes, isolation_level
+from turnstream.analytics.transport import (
+    DENIALS,
+    install_faust_fixes,
+    isolation_level,
+)
 from turnstream.events import EnduringEvent
 from turnstream.wire.analytics_codec import AnalyticsCodec, AnalyticsSnapshot
 from turnstream.wire.codec import Codec as WireCodec
@@ -60,6 +64,10 @@ __all__ = ["STATS_PATH", "TABLE_NAME", "WINDOWS_PATH", "AnalyticsApp"]
 logger = logging.getLogger(__name__)
 # Seconds a stop may take before the worker gives up on faust and exits.
 _STOP_TIMEOUT_S = 20.0
+# Seconds the stop after a crash (or a denial) may take.
+_CRASHED_STOP_S = 1.5
+# Seconds each exactly-once producer may take to close after a cut-short stop.
+_TXN_PRODUCER_STOP_S = 1.0
 
 TABLE_NAME: Final = "loops"
 STATS_PATH: Final = "/turnstream/stats/"
@@ -374,27 +382,63 @@ class AnalyticsApp:
         self._declared = True
 
     def _crash_reason(self) -> BaseException | None:
-        """Why faust stopped: the app's crash reason, or one of its consumer's."""
+        """Why faust stopped: a denied send, the app's crash reason, or its consumer's.
+
+        A denied send comes first: faust crashes on what follows it (an
+        ``IllegalOperation`` of the transaction it broke), not on the denial.
+        """
+        denied = getattr(self._app.producer, "denied", None)
+        if isinstance(denied, BaseException):
+            return denied
         for service in (self._app, getattr(self._app, "_consumer", None)):
             reason = getattr(service, "crash_reason", None)
             if isinstance(reason, BaseException):
                 return reason
         return None
 
-    async def stop(self) -> None:
+    async def stop(self, seconds: float = _STOP_TIMEOUT_S) -> None:
         """Stop the worker (flushes the producer and leaves the group).
 
         Bounded: a faust stop that hangs (e.g. on a group or transaction an
-        ACL denies) is given up after ``_STOP_TIMEOUT_S`` seconds.
+        ACL denies) is given up after ``seconds``.
         """
         try:
-            async with asyncio.timeout(_STOP_TIMEOUT_S):
+            async with asyncio.timeout(seconds):
                 await self._app.stop()
+                # The producer started before the app (to declare the topics)
+                # or left behind by a crash is not the app's to stop.
+                await self._app.producer.stop()
         except TimeoutError:
             logger.warning(
                 "the worker did not stop in time; exiting anyway",
-                extra={"timeout_s": _STOP_TIMEOUT_S},
+                extra={"timeout_s": seconds},
             )
+        except Exception as exc:  # noqa: BLE001 - a stop after a crash must end
+            # faust's stop after a crash can fail on what crashed it.
+            logger.warning(
+                "the worker's stop failed; exiting anyway",
+                extra={"exc_type": type(exc).__name__},
+            )
+        finally:
+            await self._stop_transaction_producers()
+
+    async def _stop_transaction_producers(self) -> None:
+        """Close the exactly-once producers a cut-short stop left open.
+
+        faust closes them only at the end of its own producer's stop, which a
+        stop given up on (after a denial) never reaches; left open, each is
+        reported as an unclosed client when the process exits.
+        """
+        producers = getattr(self._app.producer, "_transaction_producers", None)
+        if not isinstance(producers, dict):
+            return
+        for producer in list(producers.values()):
+            try:
+                async with asyncio.timeout(_TXN_PRODUCER_STOP_S):
+                    await producer.stop()
+            except Exception:  # noqa: BLE001 - best effort while exiting
+                logger.info("an exactly-once producer did not close cleanly")
+        producers.clear()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set or the faust app stops by itself.
@@ -418,19 +462,28 @@ class AnalyticsApp:
                 with contextlib.suppress(asyncio.CancelledError):
                     await starting
                 return
-            starting.result()
+            try:
+                starting.result()
+            except Exception as exc:
+                if type(exc).__name__ in DENIALS:  # e.g. creating its topics
+                    raise stopped_error(exc) from exc
+                raise
             stopped = asyncio.ensure_future(self._app.wait_until_stopped())
+            denial = asyncio.ensure_future(self._app.producer.denial.wait())
             await asyncio.wait(
-                {stopped, stop_wait}, return_when=asyncio.FIRST_COMPLETED
+                {stopped, stop_wait, denial}, return_when=asyncio.FIRST_COMPLETED
             )
-            stopped.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await stopped
+            for waiter in (stopped, denial):
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
             if not stop.is_set():
-                # Nobody asked: faust crashed (e.g. an ACL denied a topic).
+                # Nobody asked: faust crashed, or a send was denied (faust
+                # runs on without what the denied topic should get).
                 raise stopped_error(self._crash_reason())
         finally:
             stop_wait.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await stop_wait
-            await self.stop()
+            # After a crash nothing is left to flush that could succeed.
+            await self.stop(_STOP_TIMEOUT_S if stop.is_set() else _CRASHED_STOP_S)

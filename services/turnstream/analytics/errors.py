@@ -10,6 +10,7 @@ aiokafka or :mod:`turnstream.kafka`. Pure: stdlib and ``turnstream.errors``.
 
 from __future__ import annotations
 
+import re
 from types import TracebackType
 
 from turnstream.errors import TurnstreamError
@@ -19,6 +20,8 @@ __all__ = ["WorkerDeniedError", "WorkerStoppedError", "stopped_error"]
 # Frames of aiokafka's and faust's fetch path: a denial raised there is a
 # denied Read; anywhere else (produce, transactions) a denied Write.
 _READ_FRAMES = frozenset({"fetched_records", "_fetch_records", "getmany"})
+# faust's topic creation names the topic it was refused in the message.
+_CREATE = re.compile(r"Cannot create topic: (\S+)")
 
 
 class WorkerStoppedError(TurnstreamError):
@@ -39,7 +42,8 @@ class WorkerDeniedError(WorkerStoppedError):
     """The worker crashed because an ACL denies it a topic.
 
     Attributes:
-        permission: ``Read`` (denied while fetching) or ``Write``.
+        permission: ``Read`` (denied while fetching), ``Create`` (denied
+            creating a topic) or ``Write``.
         resource: the topic (or topics, comma-separated).
     """
 
@@ -58,6 +62,9 @@ def stopped_error(reason: BaseException | None) -> WorkerStoppedError:
     if type(reason).__name__ != "TopicAuthorizationFailedError":
         return WorkerStoppedError(type(reason).__name__)
     first = reason.args[0] if reason.args else "?"
+    created = _CREATE.search(str(first))
+    if created is not None:
+        return WorkerDeniedError(permission="Create", resource=created.group(1))
     if isinstance(first, set | frozenset | list | tuple):
         topics = ", ".join(sorted(str(t) for t in first))
     else:

@@ -46,11 +46,13 @@ from typing import Any, Final
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.transport.producer import ProducerBuffer
+from mode.threads import WorkerThread
 from mode.utils.queues import FlowControlEvent
 
 from turnstream.errors import ConfigError
 
 __all__ = [
+    "DENIALS",
     "FixedTransport",
     "adopt_partition_count",
     "install_faust_fixes",
@@ -58,6 +60,15 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+DENIALS: Final = frozenset(
+    {
+        "TopicAuthorizationFailedError",
+        "GroupAuthorizationFailedError",
+        "TransactionalIdAuthorizationFailed",
+    }
+)
+"""aiokafka's ACL refusals, by class name (this package must not import aiokafka)."""
 
 # How often a held fetch looks at the consumer's metadata again.
 _METADATA_POLL_S: Final = 0.05
@@ -69,7 +80,23 @@ def _changelog_topics(app: Any) -> list[Any]:
     return [table.changelog_topic for table in app.tables.values()]
 
 
+class _DaemonWorkerThread(WorkerThread):
+    """mode's service thread, as a daemon thread.
+
+    A consumer thread whose stop did not finish (a stop after a crash is
+    bounded, see ``AnalyticsApp.stop``) kept the process alive after the
+    worker had exited with its error: the interpreter waits for non-daemon
+    threads. A clean stop joins the thread as before.
+    """
+
+    def __init__(self, service: Any, **kwargs: Any) -> None:
+        super().__init__(service, **kwargs)
+        self.daemon = True
+
+
 class _ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    Worker = _DaemonWorkerThread
+
     def _create_worker_consumer(self, transport: Any) -> Any:
         # faust derives the isolation level from ``consumer.in_transaction``
         # and reads that flag nowhere else while building the client; it is
@@ -176,6 +203,20 @@ class _FixedConsumer(faust_aiokafka.Consumer):
         )
         return committed
 
+    async def wait_empty(self) -> None:
+        # The app's stop first commits what was processed. After a denied
+        # changelog write the transaction is broken and that commit raises
+        # IllegalOperation, which ended the app's stop before the consumer's:
+        # its thread kept the process alive. Finish the stop either way.
+        try:
+            await super().wait_empty()
+        except Exception as exc:  # noqa: BLE001 - shutdown must complete
+            logger.warning(
+                "commit before stopping failed (%s); records since the last "
+                "commit are processed again after a restart",
+                type(exc).__name__,
+            )
+
     async def on_stop(self) -> None:
         # faust ends the transactions twice when an exactly-once worker stops:
         # once while revoking its partitions, and again here, where the
@@ -236,11 +277,46 @@ class _DrainableBuffer(ProducerBuffer):
 
 
 class _FixedProducer(faust_aiokafka.Producer):
+    """faust's producer with the drainable buffer, and that notices a denied send.
+
+    faust does not look at a send's failure: a snapshot the analytics topic
+    refuses is dropped silently (the worker runs on, publishing nothing), and
+    a refused changelog write surfaces later as an unrelated
+    ``IllegalOperation``. :attr:`denied` keeps the first ACL refusal of any
+    send and :attr:`denial` is set, so the app stops naming it.
+    """
+
     def __init__(self, transport: Any, loop: Any = None, **kwargs: Any) -> None:
         super().__init__(transport, loop=loop, **kwargs)
         buffer = _DrainableBuffer(loop=self.loop, beacon=self.beacon)
         buffer.app = self.app
         self.buffer = buffer
+        self.denied: BaseException | None = None
+        self.denial = asyncio.Event()
+
+    async def send(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            delivery = await super().send(*args, **kwargs)
+        except Exception as exc:
+            # A topic the ACL hides fails already while waiting for its
+            # metadata; faust wraps that into ProducerSendError.
+            self._note(exc.__cause__ or exc.__context__ or exc)
+            raise
+        if isinstance(delivery, asyncio.Future):
+            delivery.add_done_callback(self._delivered)
+        return delivery
+
+    def _delivered(self, delivery: asyncio.Future[Any]) -> None:
+        if delivery.cancelled():
+            return
+        exc = delivery.exception()  # observed here: asyncio logs no orphan
+        if exc is not None:
+            self._note(exc)
+
+    def _note(self, exc: BaseException) -> None:
+        if type(exc).__name__ in DENIALS and self.denied is None:
+            self.denied = exc
+            self.denial.set()
 
 
 class FixedTransport(faust_aiokafka.Transport):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,7 +23,7 @@ from typing import Annotated, Any
 import typer
 
 from turnstream.analytics.settings import AnalyticsSettings, Guarantee, KafkaAuth
-from turnstream.cli.failures import exit_on_errors, fail
+from turnstream.cli.failures import exit_on_errors, explain, fail
 from turnstream.cli.kafka_options import TopicAffixes, kafka_options
 from turnstream.cli.options import LogFormatOption, LogLevelOption
 from turnstream.cli.settings import (
@@ -48,6 +50,28 @@ app = typer.Typer(
     help="Run the analytics worker (faust) that folds the journal into stats.",
     no_args_is_help=True,
 )
+
+
+# Seconds the process may take to end after a denial stopped the worker.
+_TEARDOWN_S = 2.0
+
+
+def _exit_if_stuck(code: ExitCode, *, seconds: float) -> None:
+    """End the process with ``code`` if it is still alive ``seconds`` from now.
+
+    The denial was already reported; what is left is faust's teardown, which
+    must not keep a failed worker running (a daemon timer: a process that
+    ends in time never sees it fire).
+    """
+
+    def end() -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()
 
 
 def analytics_auth(security: KafkaSecurity) -> KafkaAuth:
@@ -320,13 +344,18 @@ def run(
             try:
                 await serve(settings, stop)
             except WorkerDeniedError as exc:
-                raise KafkaAuthorizationError(
+                denied = KafkaAuthorizationError(
                     principal=principal(target.security),
                     permission=exc.permission,
                     resource_type="Topic",
                     resource=exc.resource,
                     operation="run the analytics worker",
-                ) from exc
+                )
+                # Said now, once: faust may leave tasks that ignore their
+                # cancellation, and asyncio.run's teardown then never returns.
+                message, code = explain(denied, settings.bootstrap)
+                _exit_if_stuck(code, seconds=_TEARDOWN_S)
+                raise fail(message, code) from None
 
     with exit_on_errors(settings.bootstrap):
         asyncio.run(worker())

@@ -53,6 +53,7 @@ from turnstream.events import (
 from turnstream.ids import LoopId
 from turnstream.kafka.admin.probe import group_members
 from turnstream.kafka.client.session import KafkaSession
+from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.runtime.subscription import Subscription
 
 __all__ = ["TurnChoice", "TurnFollower", "chat"]
@@ -215,6 +216,16 @@ class _ChatRun:
             return
         try:
             members = await self._actors()
+        except KafkaAuthorizationError as exc:
+            # The check is a courtesy: without Describe on the group chat
+            # cannot tell, so it says why once and keeps waiting for the turn.
+            self._printer.note(
+                f"cannot tell whether a loop actor runs: {exc.reason} (see "
+                "`turnstream acls`); "
+                "waiting for the turn",
+                "yellow",
+            )
+            return
         except TurnstreamError:
             return  # cannot tell: keep waiting, the hint follows
         if members == 0:

@@ -65,6 +65,23 @@ AUTHORIZATION_ERRORS: Final = (
 )
 
 _SECURITY_FLAGS: Final = "--security-protocol / TURNSTREAM_KAFKA_SECURITY_PROTOCOL"
+# Seconds a probe waits for the broker's TLS alert after the handshake.
+_ALERT_WAIT_S: Final = 1.0
+# OpenSSL's X509_V_ERR_CERT_HAS_EXPIRED and X509_V_ERR_CERT_NOT_YET_VALID.
+_EXPIRED: Final = frozenset({9, 10})
+# TLS alerts a server sends about the client's certificate (mutual TLS).
+_CLIENT_CERTIFICATE_ALERTS: Final = frozenset(
+    {
+        "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+        "SSLV3_ALERT_BAD_CERTIFICATE",
+        "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+        "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+        "SSLV3_ALERT_CERTIFICATE_REVOKED",
+        "SSLV3_ALERT_UNSUPPORTED_CERTIFICATE",
+        "TLSV1_ALERT_UNKNOWN_CA",
+        "TLSV1_ALERT_ACCESS_DENIED",
+    }
+)
 _CREDENTIALS: Final = (
     "check --sasl-username / TURNSTREAM_KAFKA_SASL_USERNAME and "
     "TURNSTREAM_KAFKA_SASL_PASSWORD"
@@ -191,6 +208,8 @@ async def diagnose_connection(  # noqa: PLR0911 - one answer per failure class
     except ssl.SSLCertVerificationError as exc:
         return _untrusted(conn, security, exc)
     except ssl.SSLError as exc:
+        if exc.reason in _CLIENT_CERTIFICATE_ALERTS:
+            return _client_certificate_refused(conn, security, exc)
         return KafkaTlsError(
             conn.bootstrap,
             problem="listener_not_tls",
@@ -217,6 +236,8 @@ async def diagnose_connection_error(
     """The TLS error for an ``ssl`` exception raised under a connection error."""
     if isinstance(exc, ssl.SSLCertVerificationError):
         return _untrusted(conn, security, exc)
+    if exc.reason in _CLIENT_CERTIFICATE_ALERTS:
+        return _client_certificate_refused(conn, security, exc)
     return KafkaTlsError(
         conn.bootstrap,
         problem="handshake_failed",
@@ -243,6 +264,15 @@ def _untrusted(
     conn: KafkaConnection, security: KafkaSecurity, exc: ssl.SSLCertVerificationError
 ) -> KafkaTlsError:
     message = str(exc.verify_message or exc.reason or exc)
+    if exc.verify_code in _EXPIRED:
+        # The CA verified the signature; the dates are what fails.
+        return KafkaTlsError(
+            conn.bootstrap,
+            problem="certificate_expired",
+            detail=f"the broker's certificate has expired or is not valid yet "
+            f"({message})",
+            fix="renew the broker's certificate (or check this machine's clock)",
+        )
     if "hostname" in message.lower() or "ip address mismatch" in message.lower():
         return KafkaTlsError(
             conn.bootstrap,
@@ -265,10 +295,38 @@ def _untrusted(
     )
 
 
+def _client_certificate_refused(
+    conn: KafkaConnection, security: KafkaSecurity, exc: ssl.SSLError
+) -> KafkaTlsError:
+    """The broker's TLS alert was about this client's certificate (mutual TLS)."""
+    reason = str(exc.reason or type(exc).__name__)
+    if security.ssl_certfile is None:
+        return KafkaTlsError(
+            conn.bootstrap,
+            problem="client_certificate_required",
+            detail=f"the broker requires a client certificate and none is set "
+            f"({reason})",
+            fix="set --ssl-certfile and --ssl-keyfile (TURNSTREAM_KAFKA_SSL_CERTFILE, "
+            "TURNSTREAM_KAFKA_SSL_KEYFILE) to a certificate the broker trusts",
+        )
+    return KafkaTlsError(
+        conn.bootstrap,
+        problem="client_certificate_refused",
+        detail=f"the broker refused this client's certificate "
+        f"{security.ssl_certfile} ({reason})",
+        fix="give --ssl-certfile a certificate signed by a CA the broker trusts "
+        "(its ssl.truststore), not expired, with --ssl-keyfile its key",
+    )
+
+
 async def _closed(
     conn: KafkaConnection, security: KafkaSecurity, host: str, port: int
 ) -> TransportError | None:
     """The broker hung up: tell a TLS listener from one that wants SASL."""
+    if security.uses_tls:
+        alert = await _tls_alert(host, port, security, conn.connect_timeout)
+        if alert is not None and alert.reason in _CLIENT_CERTIFICATE_ALERTS:
+            return _client_certificate_refused(conn, security, alert)
     if not security.uses_tls:
         if await _answers_with_tls_alert(host, port, conn.connect_timeout):
             return KafkaTlsError(
@@ -318,6 +376,37 @@ async def _answers_with_tls_alert(host: str, port: int, seconds: float) -> bool:
     except (TimeoutError, OSError):
         return False
     return first == _TLS_ALERT
+
+
+async def _tls_alert(
+    host: str, port: int, security: KafkaSecurity, seconds: float
+) -> ssl.SSLError | None:
+    """The TLS error a request over this client's TLS settings ends with, if any.
+
+    With TLS 1.3 a broker checks the client's certificate after the client
+    considers the handshake done, so its alert only arrives with the first
+    read; aiokafka reports that as a closed connection and drops the alert.
+    """
+    context = security.ssl_context()
+    try:
+        async with asyncio.timeout(seconds):
+            reader, writer = await asyncio.open_connection(
+                host, port, ssl=context, server_hostname=host
+            )
+        try:
+            # A Kafka listener never speaks first: anything read is the alert
+            # (sending first could hit the closed socket before it arrives).
+            async with asyncio.timeout(min(seconds, _ALERT_WAIT_S)):
+                await reader.read(1)
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await writer.wait_closed()
+    except ssl.SSLError as exc:
+        return exc
+    except (TimeoutError, OSError):
+        return None
+    return None
 
 
 async def _speaks_tls(host: str, port: int, seconds: float) -> bool:

@@ -91,9 +91,11 @@ class KafkaTlsError(TransportError):
 
     Attributes:
         bootstrap: the servers tried.
-        problem: ``untrusted_certificate``, ``hostname_mismatch``,
-            ``listener_is_tls``, ``listener_not_tls``, ``listener_needs_sasl``
-            or ``handshake_failed``.
+        problem: ``untrusted_certificate``, ``certificate_expired``,
+            ``hostname_mismatch``, ``client_certificate_required``,
+            ``client_certificate_refused``, ``listener_is_tls``,
+            ``listener_not_tls``, ``listener_needs_sasl`` or
+            ``handshake_failed``.
         detail: what the TLS layer said.
         fix: what to change.
     """

@@ -147,16 +147,53 @@ class KafkaSecurity:
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError("ssl_cafile", type(exc).__name__) from None
         if self.ssl_certfile is not None:
-            password = self.ssl_key_password.reveal() if self.ssl_key_password else None
-            try:
-                context.load_cert_chain(
-                    str(self.ssl_certfile),
-                    str(self.ssl_keyfile) if self.ssl_keyfile else None,
-                    password=password,
-                )
-            except (OSError, ssl.SSLError) as exc:
-                raise ConfigError("ssl_certfile", type(exc).__name__) from None
+            self._load_certificate(context)
         return context
+
+    def _load_certificate(self, context: ssl.SSLContext) -> None:
+        """Load the client certificate and key into ``context``.
+
+        Raises:
+            ConfigError: naming what is wrong (the key's password, a key that
+                is not the certificate's, a file that is no PEM), never the
+                password.
+        """
+        assert self.ssl_certfile is not None  # noqa: S101 - the caller checked
+        keyfile = self.ssl_keyfile or self.ssl_certfile
+        encrypted = _encrypted_key(keyfile)
+        given = self.ssl_key_password.reveal() if self.ssl_key_password else None
+        if encrypted and given is None:
+            raise ConfigError(
+                "ssl_key_password",
+                f"the private key {keyfile} is encrypted: set "
+                "TURNSTREAM_KAFKA_SSL_KEY_PASSWORD",
+            )
+        try:
+            context.load_cert_chain(
+                str(self.ssl_certfile),
+                str(self.ssl_keyfile) if self.ssl_keyfile else None,
+                # A callable, so OpenSSL never prompts on a terminal.
+                password=lambda: given or "",
+            )
+        except (OSError, ssl.SSLError) as exc:
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            if encrypted:
+                raise ConfigError(
+                    "ssl_key_password",
+                    f"TURNSTREAM_KAFKA_SSL_KEY_PASSWORD does not decrypt the "
+                    f"private key {keyfile} ({reason})",
+                ) from None
+            if reason == "KEY_VALUES_MISMATCH":
+                raise ConfigError(
+                    "ssl_keyfile",
+                    f"the private key {keyfile} is not the key of the certificate "
+                    f"{self.ssl_certfile}",
+                ) from None
+            raise ConfigError(
+                "ssl_certfile",
+                f"cannot load the certificate {self.ssl_certfile} with the key "
+                f"{keyfile} ({reason})",
+            ) from None
 
     def client_kwargs(self) -> dict[str, object]:
         """Keyword arguments for any aiokafka client (producer, consumer, admin).
@@ -175,3 +212,12 @@ class KafkaSecurity:
                 self.sasl_password.reveal() if self.sasl_password else None
             )
         return kwargs
+
+
+def _encrypted_key(path: Path) -> bool:
+    """Whether the PEM file ``path`` holds an encrypted private key."""
+    try:
+        head = path.read_bytes()
+    except OSError:
+        return False
+    return b"ENCRYPTED PRIVATE KEY" in head or b"Proc-Type: 4,ENCRYPTED" in head

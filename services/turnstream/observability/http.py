@@ -66,6 +66,9 @@ class HealthServer:
         self._host = host
         self._requested_port = port
         self._server: asyncio.Server | None = None
+        # Requests being answered: close() lets them finish, since a handler
+        # task cancelled by asyncio.run's teardown makes asyncio log an ERROR.
+        self._handlers: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -98,6 +101,8 @@ class HealthServer:
         if server is None:
             return
         server.close()
+        if self._handlers:
+            await asyncio.wait(set(self._handlers), timeout=_WRITE_TIMEOUT)
         async with asyncio.timeout(_WRITE_TIMEOUT):
             await server.wait_closed()
 
@@ -118,6 +123,10 @@ class HealthServer:
     async def _handle(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
         try:
             try:
                 async with asyncio.timeout(_READ_TIMEOUT):

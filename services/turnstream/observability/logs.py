@@ -11,7 +11,9 @@ verbose, through two handler filters (a logger's own filters never see its
 children's records, so they sit on the handler and match logger names):
 :class:`RetriableDemotion` turns a library's warning or error about a condition
 the library retries by itself (an exception with ``retriable = True``, a refused
-connection, a timeout) into INFO, and :class:`RepeatFilter` passes the first of
+connection, a timeout) into INFO, :class:`DenialDemotion` does the same with a
+library's (or asyncio's) report of an ACL denial, which our own code reports
+once, naming the grant, and :class:`RepeatFilter` passes the first of
 a run of records with one logger and message template, then at most one per
 interval carrying ``repeated=N`` (how many it held back). :class:`ConditionLog`
 is for our own code: it logs a condition only when its state changes.
@@ -24,6 +26,7 @@ Stdlib only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -39,6 +42,7 @@ __all__ = [
     "REDACTED",
     "REPEAT_INTERVAL",
     "ConditionLog",
+    "DenialDemotion",
     "JsonFormatter",
     "LogFormat",
     "RepeatFilter",
@@ -158,8 +162,12 @@ def _matches(name: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def _transient(value: object) -> bool:
-    """An error the library itself retries: Kafka's ``retriable``, I/O, timeouts."""
-    if isinstance(value, OSError | TimeoutError):
+    """An error the library itself retries: Kafka's ``retriable``, I/O, timeouts.
+
+    A cancelled task counts too: faust logs a service it cancelled while
+    stopping as "Crashed reason=CancelledError()", at ERROR.
+    """
+    if isinstance(value, OSError | TimeoutError | asyncio.CancelledError):
         return True
     return (
         isinstance(value, BaseException) and getattr(value, "retriable", False) is True
@@ -200,6 +208,45 @@ class RetriableDemotion(logging.Filter):
             return True
         record.levelno, record.levelname = logging.INFO, "INFO"
         return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+
+
+# How aiokafka and faust spell an ACL denial: error classes and log messages.
+_DENIAL_MARKS: Final = ("AuthorizationFailed", "is not authorized")
+
+
+class DenialDemotion(logging.Filter):
+    """Demote a library's warning or error about an ACL denial to INFO.
+
+    aiokafka logs a topic the ACL hides (``Topic … is not authorized for this
+    client``) and a refused offset fetch at ERROR, faust logs the service the
+    denial crashed, asyncio an orphaned future that holds one: with three
+    partitions one denial became several lines, none naming the grant. Our
+    code reports each denial once with the principal, the permission and the
+    resource, so these become INFO (kept only with ``-v``).
+    """
+
+    def __init__(self, names: Iterable[str] = (*LIBRARY_LOGGERS, "asyncio")) -> None:
+        """Demote records of the loggers ``names`` and their children."""
+        super().__init__()
+        self._names = tuple(names)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` is still emitted (demoted if it was a denial)."""
+        if record.levelno < logging.WARNING or not _matches(record.name, self._names):
+            return True
+        if not _about_a_denial(record):
+            return True
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+
+
+def _about_a_denial(record: logging.LogRecord) -> bool:
+    texts = [str(record.msg)]
+    for value in _arguments(record):
+        texts += [type(value).__name__, str(value)]
+        if isinstance(value, BaseException) and value.__cause__ is not None:
+            texts.append(type(value.__cause__).__name__)
+    return any(mark in text for text in texts for mark in _DENIAL_MARKS)
 
 
 class RepeatFilter(logging.Filter):
@@ -290,6 +337,7 @@ def _install_filters(
     handler: logging.Handler, rate_limited: Iterable[str] = LIBRARY_LOGGERS
 ) -> None:
     handler.addFilter(RetriableDemotion())
+    handler.addFilter(DenialDemotion())
     handler.addFilter(RepeatFilter(rate_limited))
 
 

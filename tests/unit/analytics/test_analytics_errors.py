@@ -47,3 +47,15 @@ def test_any_other_crash_is_a_stop_naming_the_type() -> None:
     assert type(error) is WorkerStoppedError
     assert str(error) == "the analytics worker stopped by itself (KafkaConnectionError)"
     assert str(stopped_error(None)).endswith("(no reason given)")
+
+
+def test_a_refused_topic_creation_is_a_denied_create_naming_the_topic() -> None:
+    """faust's create_topic names the topic only in its message."""
+    refused = TopicAuthorizationFailedError(
+        "Cannot create topic: p.turnstream.analytics.v1 (29): Authorization failed."
+    )
+
+    error = stopped_error(refused)
+
+    assert isinstance(error, WorkerDeniedError)
+    assert (error.permission, error.resource) == ("Create", "p.turnstream.analytics.v1")

@@ -225,7 +225,7 @@ class _StuckStarting(AnalyticsApp):
         self.started.set()
         await asyncio.Event().wait()
 
-    async def stop(self) -> None:
+    async def stop(self, seconds: float = 0.0) -> None:
         self.stopped = True
 
 

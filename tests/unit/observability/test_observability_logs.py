@@ -5,6 +5,7 @@ Also the library filters: retried conditions demoted, repeats rate-limited.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -153,6 +154,24 @@ def test_retried_coordinator_error_is_not_an_error_line(
     assert stream.getvalue() == ""
 
 
+def test_a_service_cancelled_while_stopping_is_not_an_error_line(
+    quiet_libraries: object,
+) -> None:
+    """faust logs an agent it cancelled on stop as crashed: not an error."""
+    set_verbose(False)
+    stream = io.StringIO()
+    configure_logging(LogFormat.JSON, stream=stream)
+
+    try:
+        raise asyncio.CancelledError
+    except asyncio.CancelledError:
+        logging.getLogger("faust.agents.actor").exception(
+            "[%s]: Crashed reason=%r", "Agent", asyncio.CancelledError()
+        )
+
+    assert stream.getvalue() == ""
+
+
 def test_retried_error_is_info_with_verbose(quiet_libraries: object) -> None:
     """With ``-v`` the retried condition is shown, as INFO."""
     set_verbose(True)
@@ -175,7 +194,7 @@ def test_retried_error_is_info_with_verbose(quiet_libraries: object) -> None:
     [
         pytest.param(
             "aiokafka.consumer.group_coordinator",
-            kafka_errors.GroupAuthorizationFailedError(),
+            kafka_errors.UnsupportedVersionError(),
             id="library-fatal-error",
         ),
         pytest.param(
@@ -194,6 +213,54 @@ def test_errors_that_are_not_retried_stay_errors(
     logging.getLogger(logger).error("failed: %s", argument)
 
     assert json.loads(stream.getvalue())["level"] == "error"
+
+
+@pytest.mark.parametrize(
+    ("logger", "message", "argument"),
+    [
+        pytest.param(
+            "aiokafka.cluster",
+            "Topic %s is not authorized for this client",
+            "t.turnstream.deltas.v1",
+            id="aiokafka-metadata",
+        ),
+        pytest.param(
+            "aiokafka.consumer.group_coordinator",
+            "Unknown error fetching offsets for %s: %r",
+            kafka_errors.TopicAuthorizationFailedError("t"),
+            id="aiokafka-offsets",
+        ),
+        pytest.param(
+            "faust.app.base",
+            "[%s]: Crashed reason=%r",
+            RuntimeError("Error while sending: TopicAuthorizationFailedError('t')"),
+            id="faust-crash",
+        ),
+        pytest.param(
+            "asyncio",
+            "Future exception was never retrieved\nfuture: %s",
+            "<Future finished exception=TopicAuthorizationFailedError({'t'})>",
+            id="asyncio-orphan",
+        ),
+    ],
+)
+def test_a_library_report_of_an_acl_denial_is_not_an_error_line(
+    quiet_libraries: object, logger: str, message: str, argument: object
+) -> None:
+    """turnstream reports a denial once, naming the grant: a library's own ERROR
+    about it (each partition, each service it crashed) is INFO (a library's
+    hidden without ``-v``)."""
+    set_verbose(False)
+    stream = io.StringIO()
+    configure_logging(LogFormat.JSON, stream=stream)
+
+    if message.count("%") == 2:
+        logging.getLogger(logger).error(message, "App", argument)
+    else:
+        logging.getLogger(logger).error(message, argument)
+
+    levels = [json.loads(line)["level"] for line in stream.getvalue().splitlines()]
+    assert set(levels) <= {"info"}, stream.getvalue()
 
 
 class _Clock:

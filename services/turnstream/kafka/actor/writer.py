@@ -593,6 +593,11 @@ class PartitionWriter:
         attempts: int,
     ) -> bool:
         """Handle a failed transaction; ``True`` if the group is settled."""
+        refused = _transaction_refusal(self._producer)
+        if isinstance(refused, Exception) and classify(refused) is Fault.DENIED:
+            # The refusal aiokafka kept to itself is the cause of whatever the
+            # next call raised (IllegalOperation: not in a transaction).
+            exc = refused
         fault = classify(exc)
         if fault is Fault.DENIED:
             self._note_denial(exc)  # before _recover may break the writer
@@ -1029,6 +1034,25 @@ class PartitionWriter:
                 backoff = min(backoff * 2, self._settings.backoff_max)
                 continue
             return True
+
+
+def _transaction_refusal(producer: Any) -> BaseException | None:
+    """Why aiokafka put the open transaction into error, if it did.
+
+    A refused AddPartitionsToTxn (an ACL denies a partition's topic) or
+    TxnOffsetCommit is recorded only on the transaction manager's waiter; the
+    next call (``send_offsets_to_transaction``) then fails with
+    ``IllegalOperation``, which says nothing of the ACL, and an abort replaces
+    the waiter, leaving its exception unobserved (asyncio logs it at ERROR).
+    Reading it here both names the cause and observes it.
+    """
+    manager = getattr(producer, "_txn_manager", None)
+    waiter = getattr(manager, "_transaction_waiter", None)
+    if not isinstance(waiter, asyncio.Future) or not waiter.done():
+        return None
+    if waiter.cancelled():
+        return None
+    return waiter.exception()
 
 
 def _observe(future: asyncio.Future[Any]) -> None:

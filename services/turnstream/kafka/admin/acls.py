@@ -16,10 +16,10 @@ What each role needs, and why:
 * **client** (``chat``, ``tail``, the Session API) -- Write commands; Read
   events and deltas (no consumer group: it assigns partitions); Describe the
   actors' group (``chat`` checks that an actor runs).
-* **analytics** -- Read events and its consumer group ``{app_id}``; Create,
-  Read and Write the topics it owns (its output topic, and its changelog and
-  assignor topics, prefix ``{app_id}-``); Write its transactional ids (prefix
-  ``{app_id}-``, exactly-once).
+* **analytics** -- Read events and its consumer group ``{app_id}``; Create
+  and Write its output topic (it never reads it); Create, Read and Write the
+  topics prefixed ``{app_id}-`` (its changelog, restored on start); Write its
+  transactional ids (prefix ``{app_id}-``, exactly-once).
 
 No role needs a Cluster permission: the start-up check tolerates a denied
 DescribeConfigs, and since Kafka 3.0 an idempotent producer needs only Write
@@ -230,9 +230,11 @@ def role_acls(role: Role, principal: str, names: RoleNames) -> tuple[Acl, ...]:
                     resource_type=ResourceType.GROUP,
                     resource=app,
                 ),
+                # It only publishes to its output topic (readers of the
+                # snapshots are principals of their own).
                 *(
                     _topic(principal, operation, names.analytics_topic)
-                    for operation in (create, write, read)
+                    for operation in (create, write)
                 ),
                 *(
                     _topic(principal, operation, f"{app}-", prefixed)

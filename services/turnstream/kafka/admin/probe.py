@@ -103,6 +103,7 @@ class ClusterReplication:
 
 # Kafka's TOPIC_AUTHORIZATION_FAILED and CLUSTER_AUTHORIZATION_FAILED codes.
 _DENIED = (29, 31)
+_GROUP_AUTHORIZATION_FAILED = 30
 # DescribeConfigs config_source of a value nobody configured.
 _DEFAULT_CONFIG_SOURCE = 5
 
@@ -518,19 +519,36 @@ async def group_members(
 
     Raises:
         BrokerUnreachableError: bootstrapping failed or timed out.
+        KafkaAuthorizationError: Describe on the group is denied (the group
+            looks empty then, whoever is in it).
         TransportError: the broker did not answer in time.
     """
+    denied = KafkaAuthorizationError(
+        principal=principal(security),
+        permission="Describe",
+        resource_type="Group",
+        resource=group_id,
+        operation="describe consumer group",
+    )
     async with admin_session(conn, security=security) as admin:
-        responses = await bounded(
-            admin.describe_consumer_groups([group_id]),
-            seconds=conn.request_timeout,
-            operation="describe consumer group",
-        )
+        try:
+            responses = await bounded(
+                admin.describe_consumer_groups([group_id]),
+                seconds=conn.request_timeout,
+                operation="describe consumer group",
+                security=security,
+            )
+        except KafkaAuthorizationError as exc:
+            # Finding the group's coordinator is what is refused: aiokafka
+            # names its message, not the group, as the resource.
+            raise denied from exc
     count = 0
     for response in responses:
         for group in response.to_object().get("groups", ()):
             if group.get("group") != group_id:
                 continue
+            if group.get("error_code") == _GROUP_AUTHORIZATION_FAILED:
+                raise denied
             for member in group.get("members") or ():
                 if topic is None or topic in _subscription(member):
                     count += 1
