@@ -20,93 +20,22 @@ from opentelemetry.exporter.otlp.proto.common._internal import (
     _encode_resource,
 )
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-)
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import (
-    ResourceSpans,
-    ScopeSpans,
-)
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
-from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags as PbSpanFlags
-from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from turnstream.tracing.protobuf import encode_spans
 from turnstream.tracing.settings import TracingSettings
-from turnstream.tracing.spans import AttributeValue, SpanRecord
+from turnstream.tracing.spans import SpanRecord
 
-__all__ = ["OtlpSink", "encode_request"]
+__all__ = ["OtlpSink"]
 
 _log = logging.getLogger(__name__)
 _SCOPE = InstrumentationScope("turnstream")
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _OK = Status(StatusCode.UNSET)
-
-
-_FLAGS = PbSpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-_CLIENT = PbSpan.SpanKind.SPAN_KIND_CLIENT
-_INTERNAL = PbSpan.SpanKind.SPAN_KIND_INTERNAL
-_STATUS_UNSET = PbStatus(code=PbStatus.STATUS_CODE_UNSET)
-
-
-def _value(value: AttributeValue) -> AnyValue:
-    # bool before int: a bool is an int.
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, str):
-        return AnyValue(string_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    return AnyValue(double_value=value)
-
-
-def _pb_span(span: SpanRecord) -> PbSpan:
-    return PbSpan(
-        trace_id=span.trace_id.to_bytes(16, "big"),
-        span_id=span.span_id.to_bytes(8, "big"),
-        parent_span_id=span.parent_id.to_bytes(8, "big") if span.parent_id else b"",
-        name=span.name,
-        kind=_CLIENT if span.client else _INTERNAL,
-        start_time_unix_nano=span.start_ns,
-        end_time_unix_nano=span.end_ns,
-        attributes=[
-            KeyValue(key=k, value=_value(v)) for k, v in span.attributes.items()
-        ],
-        status=_STATUS_UNSET
-        if span.error_type is None
-        else PbStatus(code=PbStatus.STATUS_CODE_ERROR, message=span.error_type),
-        flags=_FLAGS,
-    )
-
-
-def encode_request(
-    spans: list[SpanRecord], resource: Resource
-) -> ExportTraceServiceRequest:
-    """The OTLP export request of ``spans`` (one resource, turnstream's scope).
-
-    The same message the SDK's encoder makes of the same spans as SDK
-    objects, built from the records directly: no ``ReadableSpan`` per span.
-    """
-    return ExportTraceServiceRequest(
-        resource_spans=[
-            ResourceSpans(
-                resource=_encode_resource(resource),
-                scope_spans=[
-                    ScopeSpans(
-                        scope=_encode_instrumentation_scope(_SCOPE),
-                        spans=[_pb_span(s) for s in spans],
-                        schema_url=_SCOPE.schema_url or "",
-                    )
-                ],
-                schema_url=resource.schema_url,
-            )
-        ]
-    )
 
 
 class _Resource(Resource):
@@ -168,6 +97,12 @@ class OtlpSink:
         # span were most of the worker's CPU). A given exporter gets SDK spans.
         client = getattr(self._exporter, "_client", None) if exporter is None else None
         self._post = getattr(client, "export", None)
+        self._encoded_resource = _encode_resource(
+            self._resource
+        ).SerializePartialToString()
+        self._encoded_scope = _encode_instrumentation_scope(
+            _SCOPE
+        ).SerializePartialToString()
         self._delay = schedule_delay_ms / 1000
         self._max_queue = max_queue
         self._max_batch = max_batch
@@ -248,11 +183,21 @@ class OtlpSink:
 
     def _send(self, post: Callable[[bytes], Any], spans: list[SpanRecord]) -> bool:
         try:
-            data = encode_request(spans, self._resource).SerializePartialToString()
+            data = self.encode(spans)
             return bool(post(data).success)
         except Exception as exc:  # noqa: BLE001 - spans are lost, the actor is not
             _log.warning("span export failed", extra={"error": type(exc).__name__})
             return False
+
+    def encode(self, spans: list[SpanRecord]) -> bytes:
+        """The OTLP request of ``spans`` under this sink's resource and scope."""
+        return encode_spans(
+            spans,
+            resource=self._encoded_resource,
+            scope=self._encoded_scope,
+            resource_schema_url=self._resource.schema_url,
+            scope_schema_url=_SCOPE.schema_url or "",
+        )
 
     def _sdk(self, span: SpanRecord) -> ReadableSpan:
         context = SpanContext(
