@@ -130,11 +130,9 @@ def span_id_for(kind: str, entity: UUID, part: str = "") -> int:
     ``part`` tells apart several spans of one entity (a step's tool calls, by
     their ``tool_use_id``).
     """
-    hasher = hashlib.blake2b(digest_size=8, person=b"ts.span")
-    hasher.update(kind.encode())
-    hasher.update(entity.bytes)
-    hasher.update(part.encode())
-    return int.from_bytes(hasher.digest(), "big") or 1
+    data = kind.encode() + entity.bytes + part.encode()
+    digest = hashlib.blake2b(data, digest_size=8, person=b"ts.span").digest()
+    return int.from_bytes(digest, "big") or 1
 
 
 def ratio_sampler(ratio: float) -> Callable[[int], bool]:
