@@ -2,10 +2,10 @@
 
 Owns :class:`OtlpSink`, the one module that imports the OpenTelemetry SDK
 (``opentelemetry-sdk`` and ``opentelemetry-exporter-otlp-proto-http``, the
-``otel`` extra). Spans are built with the ids turnstream derives (so the
-actor and the journal exporter name the same spans) and exported by the SDK's
-OTLP/HTTP exporter from a thread of their own: ``emit`` never waits on the
-network.
+``otel`` extra). Spans carry the ids turnstream derives (so the actor and
+the journal exporter name the same spans); a thread of their own encodes them
+(:mod:`turnstream.tracing.protobuf`) and posts them through the SDK's OTLP/HTTP
+exporter's client: ``emit`` never waits on the network.
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ class OtlpSink:
 
     ``emit`` only appends to a list under a lock: the actor's event loop pays
     nothing else per span. One worker thread wakes every ``schedule_delay_ms``
-    (or on :meth:`flush`), turns what gathered into SDK spans and hands them to
-    the exporter in batches. A worker per span batch instead of the SDK's
-    ``BatchSpanProcessor`` (which builds each span on the caller's thread and
+    (or on :meth:`flush`), encodes what gathered and posts it in batches (a
+    given ``exporter`` gets SDK spans instead). A worker per span batch instead
+    of the SDK's ``BatchSpanProcessor`` (which builds each span on the caller's thread and
     signals its worker per batch of 512): measured, half the per-span CPU on
     the actor's side (``bench/tracing_bench.py``).
 
