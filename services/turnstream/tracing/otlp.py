@@ -64,9 +64,9 @@ class OtlpSink:
     nothing else per span. One worker thread wakes every ``schedule_delay_ms``
     (or on :meth:`flush`), encodes what gathered and posts it in batches (a
     given ``exporter`` gets SDK spans instead). A worker per span batch instead
-    of the SDK's ``BatchSpanProcessor`` (which builds each span on the caller's thread and
-    signals its worker per batch of 512): measured, half the per-span CPU on
-    the actor's side (``bench/tracing_bench.py``).
+    of the SDK's ``BatchSpanProcessor`` (which builds each span on the caller's
+    thread and signals its worker per batch of 512): measured, half the
+    per-span CPU on the actor's side (``bench/tracing_bench.py``).
 
     Args:
         settings: the endpoint and the ``service.name``.
