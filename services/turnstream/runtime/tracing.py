@@ -17,6 +17,7 @@ adapter). Imports only value types.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections import OrderedDict
@@ -102,7 +103,18 @@ class TurnTrace:
 
     def child(self, span_id: int) -> str:
         """The ``traceparent`` of a record made by span ``span_id``."""
-        return TraceContext(self.trace_id, span_id, self.sampled).header()
+        return _child_header(self.trace_id, span_id, self.sampled).decode("ascii")
+
+
+# A turn's records name a handful of spans, each many times (every event record
+# of the turn, every child span's parent): hashing and formatting once each is
+# most of what tracing costs the event loop (bench/profile_tracing_embedded.py).
+_ID_CACHE = 4096
+
+
+@functools.lru_cache(maxsize=_ID_CACHE)
+def _child_header(trace_id: int, span_id: int, sampled: bool) -> bytes:
+    return TraceContext(trace_id, span_id, sampled).header().encode("ascii")
 
 
 def trace_id_for(turn_id: UUID) -> int:
@@ -111,17 +123,16 @@ def trace_id_for(turn_id: UUID) -> int:
     return int.from_bytes(digest.digest(), "big") or 1
 
 
+@functools.lru_cache(maxsize=_ID_CACHE)
 def span_id_for(kind: str, entity: UUID, part: str = "") -> int:
     """The span id of ``kind`` (``turn``, ``step``, ``chat``, ``tool``) of ``entity``.
 
     ``part`` tells apart several spans of one entity (a step's tool calls, by
     their ``tool_use_id``).
     """
-    hasher = hashlib.blake2b(digest_size=8, person=b"ts.span")
-    hasher.update(kind.encode())
-    hasher.update(entity.bytes)
-    hasher.update(part.encode())
-    return int.from_bytes(hasher.digest(), "big") or 1
+    data = kind.encode() + entity.bytes + part.encode()
+    digest = hashlib.blake2b(data, digest_size=8, person=b"ts.span").digest()
+    return int.from_bytes(digest, "big") or 1
 
 
 def ratio_sampler(ratio: float) -> Callable[[int], bool]:
@@ -224,7 +235,7 @@ def event_trace_headers(
         span = span_id_for("step", header.step_id)
     else:
         span = span_id_for("turn", turn_id)
-    headers = [(TRACEPARENT, trace.child(span).encode("ascii"))]
+    headers = [(TRACEPARENT, _child_header(trace.trace_id, span, trace.sampled))]
     if trace.origin is not None and isinstance(event, TurnStarted):
         headers.append((TRACE_ORIGIN, trace.origin.encode("ascii")))
     return headers
