@@ -73,13 +73,8 @@ from turnstream.events import LoopIdle
 from turnstream.ids import LoopId
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.client.session import KafkaSession
-from turnstream.kafka.reader import read_latest_states, restore_hint
-from turnstream.kafka.records import (
-    HISTORY_POSITIONED,
-    STATE_HISTORY,
-    STATE_RESTORE,
-    loop_key,
-)
+from turnstream.kafka.reader import head_headers, read_latest_states
+from turnstream.kafka.records import loop_key
 from turnstream.kafka.state_records import history_key, split
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.subscription import EventFilter
@@ -406,11 +401,7 @@ async def _write_idle_loops(
                     codec.marshal_state(head),
                     key=loop_key(loop_id),
                     partition=0,
-                    headers=[
-                        *codec.kafka_headers(head),
-                        (STATE_RESTORE, restore_hint(head)),
-                        (STATE_HISTORY, HISTORY_POSITIONED),
-                    ],
+                    headers=head_headers(codec, head),
                 )
             )
             if len(pending) >= 20_000:

@@ -59,6 +59,7 @@ __all__ = [
     "JournalEntry",
     "SnapshotRead",
     "StateIndex",
+    "head_headers",
     "read_dead_letters",
     "read_journal",
     "read_latest_states",
@@ -120,19 +121,8 @@ async def _scan(
     ``handle`` returns ``False`` to stop early.
     """
     seconds = clients.connection.request_timeout
-    # "earliest": a default "latest" reset started by assign() can race a seek
-    # to the beginning and win; an offset before the log start resets to it.
-    consumer = clients.consumer(
-        "reader", read_committed=read_committed, auto_offset_reset="earliest"
-    )
-    await start_client(
-        consumer,
-        seconds=seconds,
-        operation="start reader",
-        security=clients.security,
-    )
+    consumer = await _start_reader(clients, tp, read_committed=read_committed)
     try:
-        consumer.assign([tp])
         first = max(start or 0, 0)
         consumer.seek(tp, first)
         async with asyncio.timeout(seconds):
@@ -155,6 +145,31 @@ async def _scan(
     finally:
         await stop_client(consumer, seconds=seconds)
     return end
+
+
+async def _start_reader(
+    clients: KafkaClients, tp: TopicPartition, *, read_committed: bool
+) -> Any:
+    """A started consumer manually assigned ``tp``.
+
+    "earliest": a default "latest" reset started by assign() can race a seek
+    to the beginning and win; an offset before the log start resets to it.
+    """
+    consumer = clients.consumer(
+        "reader", read_committed=read_committed, auto_offset_reset="earliest"
+    )
+    await start_client(
+        consumer,
+        seconds=clients.connection.request_timeout,
+        operation="start reader",
+        security=clients.security,
+    )
+    try:
+        consumer.assign([tp])
+    except BaseException:
+        await stop_client(consumer, seconds=clients.connection.request_timeout)
+        raise
+    return consumer
 
 
 async def _check_read(
@@ -465,6 +480,19 @@ def restore_hint(state: LoopState) -> bytes:
     return RESTORE_SNAPSHOT
 
 
+def head_headers(codec: Codec, head: LoopState) -> list[tuple[str, bytes]]:
+    """The headers of a head record, as the partition writer sends them.
+
+    The codec's, how a takeover restores the loop (``ts-restore``), and that
+    the head names its history records' offsets (``ts-history``).
+    """
+    return [
+        *codec.kafka_headers(head),
+        (STATE_RESTORE, restore_hint(head)),
+        (STATE_HISTORY, HISTORY_POSITIONED),
+    ]
+
+
 def _header(record: Any, name: str) -> bytes | None:
     for key, value in record.headers or ():
         if key == name:
@@ -520,7 +548,7 @@ class HistoryReader:
         seconds = self._clients.connection.request_timeout
         async with self._lock:
             try:
-                consumer = await self._open(seconds)
+                consumer = await self._open()
                 if last - first < max(_DENSE_SPAN, _SPARSE_FACTOR * count):
                     return await self._span(consumer, head.loop_id, first, last)
                 return await self._walk(consumer, head.loop_id, last, count)
@@ -539,19 +567,11 @@ class HistoryReader:
         async with self._lock:
             await self._reset(self._clients.connection.request_timeout)
 
-    async def _open(self, seconds: float) -> Any:
+    async def _open(self) -> Any:
         if self._consumer is None:
-            consumer = self._clients.consumer(
-                "reader", read_committed=True, auto_offset_reset="earliest"
+            self._consumer = await _start_reader(
+                self._clients, self._tp, read_committed=True
             )
-            await start_client(
-                consumer,
-                seconds=seconds,
-                operation="start reader",
-                security=self._clients.security,
-            )
-            consumer.assign([self._tp])
-            self._consumer = consumer
         return self._consumer
 
     async def _reset(self, seconds: float) -> None:

@@ -91,11 +91,11 @@ class StateRecords:
         """
         if self.history is None:
             return self
-        first = offset if self.history.history_records == 1 else None
+        starts = self.history.history_records == 1
         update = {
             "history_last_offset": offset,
             "history_first_offset": (
-                first if first is not None else self.kept.history_first_offset
+                offset if starts else self.kept.history_first_offset
             ),
         }
         return StateRecords(

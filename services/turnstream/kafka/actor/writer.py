@@ -87,13 +87,8 @@ from turnstream.kafka.faults import (
     PartitionFencedError,
     classify,
 )
-from turnstream.kafka.reader import record_visible, restore_hint
-from turnstream.kafka.records import (
-    HISTORY_POSITIONED,
-    STATE_HISTORY,
-    STATE_RESTORE,
-    loop_key,
-)
+from turnstream.kafka.reader import head_headers, record_visible
+from turnstream.kafka.records import loop_key
 from turnstream.kafka.state_records import (
     StateRecords,
     erased_history_keys,
@@ -872,18 +867,13 @@ class PartitionWriter:
             )
             outcome.states[index] = written.kept
             head = written.head
-            headers = [
-                *self._codec.kafka_headers(head),
-                (STATE_RESTORE, restore_hint(head)),
-                (STATE_HISTORY, HISTORY_POSITIONED),
-            ]
             sent.futures.append(
                 await self._send(
                     self._topics.loops,
                     self._codec.marshal_state(head),
                     key=loop_key(head.loop_id),
                     partition=self.partition,
-                    headers=headers,
+                    headers=head_headers(self._codec, head),
                 )
             )
         # Tombstones of deleted loops' history records: after the records
