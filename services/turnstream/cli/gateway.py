@@ -4,7 +4,7 @@ Owns the ``gateway`` command: reads the token file (``TENANT TOKEN`` lines),
 checks that Kafka answers, then serves :mod:`turnstream.gateway` (starlette and
 uvicorn, from the ``gateway`` extra) until SIGINT/SIGTERM. The endpoints, the
 error kinds and the event-stream format are in :mod:`turnstream.gateway.app`
-and the README. Must not import aiokafka, starlette or uvicorn itself.
+and docs/client.md. Must not import aiokafka, starlette or uvicorn itself.
 """
 
 from __future__ import annotations
