@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from turnstream.content import Conversation
 from turnstream.events import Agency, CancelReason, EnduringEvent, GateCloseReason
-from turnstream.ids import TurnId
 from turnstream.runtime.gates import abandon_gates, resolved_event
 from turnstream.runtime.handshake import Completed, Failed, Interrupted, TurnOutcome
 from turnstream.runtime.hooks import Operation, Outcome
@@ -193,10 +192,8 @@ class TurnEnds(TurnStarts):
         if not front:
             return None
         entry = front[0]
-        try:
-            turn_id = TurnId(self._factory.new_id())
-        except Exception:  # noqa: BLE001 - fail secure: the input is resolved, never stranded
-            _log.warning("turn id could not be minted")
+        turn_id = self._new_turn_id()
+        if turn_id is None:
             return UNSTARTABLE
         hook = await self._hooks.start(self._turn_call(entry, turn_id))
         if hook.blocked is not None:

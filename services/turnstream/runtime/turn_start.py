@@ -119,10 +119,8 @@ class TurnStarts(MachineState):
 
     async def _start_turn(self, entry: QueuedInput) -> bool:
         """Open a turn for ``entry``; ``False`` (and ``entry`` resolved) if not."""
-        try:
-            turn_id = TurnId(self._factory.new_id())
-        except Exception:  # noqa: BLE001 - fail secure: the input is resolved, never stranded
-            _log.warning("turn id could not be minted")
+        turn_id = self._new_turn_id()
+        if turn_id is None:
             await self._start_failed(entry)
             return False
         hook = await self._hooks.start(self._turn_call(entry, turn_id))
@@ -140,28 +138,77 @@ class TurnStarts(MachineState):
         self._launch(opening)
         return True
 
+    def _new_turn_id(self) -> TurnId | None:
+        """A new turn's id; ``None`` (logged) if it could not be minted."""
+        try:
+            return TurnId(self._factory.new_id())
+        except Exception:  # noqa: BLE001 - fail secure: the input is resolved, never stranded
+            _log.warning("turn id could not be minted")
+            return None
+
     def _turn_call(self, entry: QueuedInput, turn_id: TurnId) -> HookCall:
+        return self._hook_call(
+            turn_id, self._turn_index + 1, entry.message, entry.command_id
+        )
+
+    def _hook_call(
+        self,
+        turn_id: TurnId,
+        turn_index: int,
+        message: UserMessage,
+        command_id: CommandId | None = None,
+    ) -> HookCall:
+        """The Turn hook's call for a turn (a resumed one has no command)."""
         return HookCall(
             operation=Operation.TURN,
             started_at=self._factory.now(),
             session_id=self.session_id,
             loop_id=self.loop_id,
             turn_id=turn_id,
-            turn_index=self._turn_index + 1,
-            input=entry.message,
-            command_id=entry.command_id,
+            turn_index=turn_index,
+            input=message,
+            command_id=command_id,
+        )
+
+    def _turn_config(self, model: str, max_tokens: int | None) -> LoopConfig:
+        """The loop's config with a turn's own model and output cap, if it has any."""
+        config = self.config
+        if model or max_tokens is not None:
+            config = replace(
+                config,
+                model=model or config.model,
+                max_tokens=max_tokens or config.max_tokens,
+            )
+        return config
+
+    def _spec(
+        self,
+        turn_id: TurnId,
+        turn_index: int,
+        message: UserMessage,
+        history: tuple[Conversation, ...],
+        config: LoopConfig,
+    ) -> TurnSpec:
+        """What a turn runs with: its own part, and the loop's model and hooks."""
+        return TurnSpec(
+            session_id=self.session_id,
+            loop_id=self.loop_id,
+            turn_id=turn_id,
+            turn_index=turn_index,
+            message=message,
+            history=history,
+            config=config,
+            model=self._model,
+            hooks=self._hooks,
+            access_policy=self._access_policy,
+            factory=self._factory,
+            check_effect_topic=self._writer.check_effect_topic,
         )
 
     def _opening(self, entry: QueuedInput, turn_id: TurnId, hook: Started) -> Opening:
         """The next turn for ``entry``: its ``TurnStarted`` and request base."""
-        config = self.config
-        if entry.model or entry.max_tokens is not None:
-            # Captured here, for the whole turn: TurnStarted records it.
-            config = replace(
-                config,
-                model=entry.model or config.model,
-                max_tokens=entry.max_tokens or config.max_tokens,
-            )
+        # Captured here, for the whole turn: TurnStarted records it.
+        config = self._turn_config(entry.model, entry.max_tokens)
         index = self._turn_index + 1
         started = TurnStarted(
             header=self._factory.header(
@@ -186,19 +233,12 @@ class TurnStarts(MachineState):
 
     def _launch(self, opening: Opening) -> None:
         self._generation += 1
-        spec = TurnSpec(
-            session_id=self.session_id,
-            loop_id=self.loop_id,
-            turn_id=opening.turn_id,
-            turn_index=opening.index,
-            message=opening.entry.message,
-            history=opening.history,
-            config=opening.config,
-            model=self._model,
-            hooks=self._hooks,
-            access_policy=self._access_policy,
-            factory=self._factory,
-            check_effect_topic=self._writer.check_effect_topic,
+        spec = self._spec(
+            opening.turn_id,
+            opening.index,
+            opening.entry.message,
+            opening.history,
+            opening.config,
         )
         self._run(spec, opening.hook)
 
@@ -230,23 +270,9 @@ class TurnStarts(MachineState):
         message = self._messages[at]
         if not isinstance(message, UserMessage):  # from_state checked it
             raise RestoreError("open_turn")
-        config = self.config
-        if turn.model or turn.max_tokens is not None:
-            config = replace(
-                config,
-                model=turn.model or config.model,
-                max_tokens=turn.max_tokens or config.max_tokens,
-            )
+        config = self._turn_config(turn.model, turn.max_tokens)
         turn_id = TurnId(turn.turn_id)
-        call = HookCall(
-            operation=Operation.TURN,
-            started_at=self._factory.now(),
-            session_id=self.session_id,
-            loop_id=self.loop_id,
-            turn_id=turn_id,
-            turn_index=turn.turn_index,
-            input=message,
-        )
+        call = self._hook_call(turn_id, turn.turn_index, message)
         self._generation += 1
         for gate in turn.gates:
             pending = PendingGate(
@@ -260,22 +286,13 @@ class TurnStarts(MachineState):
             )
             self._gates.install(pending)
             self._orphans[pending.gate_id] = (gate.tool_name, gate.summary, pending)
-        spec = TurnSpec(
-            session_id=self.session_id,
-            loop_id=self.loop_id,
-            turn_id=turn_id,
-            turn_index=turn.turn_index,
-            message=message,
-            history=tuple(self._messages[:at]),
+        spec = replace(
+            self._spec(
+                turn_id, turn.turn_index, message, tuple(self._messages[:at]), config
+            ),
             resumed=tuple(self._messages[at + 1 :]),
             first_step=turn.steps,
             decided=tuple((d.tool_name, d.effect) for d in turn.decisions),
-            config=config,
-            model=self._model,
-            hooks=self._hooks,
-            access_policy=self._access_policy,
-            factory=self._factory,
-            check_effect_topic=self._writer.check_effect_topic,
         )
         self._run(spec, Started(call=call, blocked=None))
         return True
