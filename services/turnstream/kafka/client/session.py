@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from types import TracebackType
 from typing import Self, Unpack
 from uuid import UUID
 
@@ -262,12 +261,7 @@ class KafkaSession:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *_: object) -> None:
         await self.close()
 
     # ----------------------------------------------------------- live events
