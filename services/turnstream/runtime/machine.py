@@ -7,8 +7,11 @@ It is built in layers, each a module: :mod:`~turnstream.runtime.machine_state`
 order, §4.3; resume), :mod:`~turnstream.runtime.turn_end` (terminal handling
 with queue resolution, §4.6); this one adds the running turn's hand-offs
 (commit, drain, gates; §4.4, §4.7, §4.9) and interrupt / shutdown / delete /
-drain timeout (§4.8). Only the loop's actor task calls it, one message at a
-time, so nothing here needs a lock. Every state change follows a committed
+drain timeout (§4.8). Each layer is a base class of the next
+(``MachineState`` <- ``TurnStarts`` <- ``TurnEnds`` <- ``LoopMachine``) and
+calls only the layers below it, so no module imports one above it. Only the
+loop's actor task calls it, one message at a time, so nothing here needs a
+lock. Every state change follows a committed
 :class:`~turnstream.runtime.writer.LoopWriter` commit, never precedes it.
 Imports the turn modules, ports and value types; never an adapter.
 """
