@@ -44,7 +44,7 @@ from _support import RESULTS_DIR, bootstrap_servers, now_iso, percentiles
 from turnstream.content import TextChunk
 from turnstream.events import AnyEvent, TokenDelta
 from turnstream.kafka.actor.deltas import DeltaPublisher
-from turnstream.kafka.client.session import KafkaSession
+from turnstream.kafka.client.live_feed import LiveFeed
 from turnstream.wire import Codec
 
 RESULTS = RESULTS_DIR / "delta_path.json"
@@ -103,7 +103,7 @@ def stamped(stamps: Stamps) -> Iterator[None]:
     delivered = DeltaPublisher._delivered
     marshal = Codec.marshal_ephemeral
     unmarshal = Codec.unmarshal_ephemeral
-    offer = KafkaSession._offer
+    offer = LiveFeed._offer
     stamped_model = latency_bench.StampedModel._stamped
 
     def marshal_ephemeral(self: Codec, event: Any) -> bytes:
@@ -139,7 +139,7 @@ def stamped(stamps: Stamps) -> Iterator[None]:
         stamps.mark(stamps.text_of_value.get(bytes(data)), "fetched")
         return unmarshal(self, data)
 
-    def offer_(self: KafkaSession, event: AnyEvent, position: Any = None) -> None:
+    def offer_(self: LiveFeed, event: AnyEvent, position: Any = None) -> None:
         if isinstance(event, TokenDelta):
             stamps.mark(_text(event), "offered")
         offer(self, event, position)
@@ -157,7 +157,7 @@ def stamped(stamps: Stamps) -> Iterator[None]:
             (DeltaPublisher, "publish", publish_),
             (DeltaPublisher, "start", start_),
             (DeltaPublisher, "_delivered", delivered_),
-            (KafkaSession, "_offer", offer_),
+            (LiveFeed, "_offer", offer_),
             (latency_bench.StampedModel, "_stamped", stamped_),
         ):
             stack.enter_context(mock.patch.object(owner, name, value))

@@ -19,7 +19,8 @@ from turnstream.commands import SubmitInput
 from turnstream.content import TextBlock, UserMessage
 from turnstream.errors import CommandNotConfirmedError, CommandTooLargeError
 from turnstream.ids import LoopId
-from turnstream.kafka.client.session import KafkaSession, _record_size
+from turnstream.kafka.client.sender import record_size
+from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.records import loop_key
 from turnstream.kafka.topology import MAX_COMMAND_BYTES
 from turnstream.wire import default_codec
@@ -48,7 +49,7 @@ def _size_of(session: KafkaSession, loop_id: LoopId, text: str) -> int:
         message=UserMessage(blocks=(TextBlock(text=text),)),
     )
     codec = default_codec()
-    return _record_size(
+    return record_size(
         codec.marshal_command(command), loop_key(loop_id), codec.kafka_headers(command)
     )
 

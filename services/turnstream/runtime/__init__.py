@@ -25,8 +25,10 @@ Table of contents (one module per thing it owns):
 - ``fold`` / ``restore`` -- journal to state, and restore;
 - ``session`` -- the ``Session`` protocol; ``local_session`` -- the embedded
   ``LocalSession``;
-- ``machine`` -- the loop's state and transitions; ``writer`` -- the durable-
-  then-live write path; ``turn_handle`` -- the actor's handle on its turn.
+- ``machine`` -- the loop's transitions, in layers: ``machine_state`` (its
+  state), ``turn_start`` (admission, turn start, resume), ``turn_end``
+  (terminal handling); ``writer`` -- the durable-then-live write path;
+  ``turn_handle`` -- the actor's handle on its turn.
 
 The runtime never imports ``turnstream.wire``, ``turnstream.kafka``,
 ``turnstream.memory`` or ``turnstream.testing``: adapters depend on it, not the

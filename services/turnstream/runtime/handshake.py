@@ -24,7 +24,7 @@ from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.ids import CommandId, LoopId, SessionId, StepId, ToolExecutionId, TurnId
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.effects import StagedRecord
-from turnstream.runtime.hooks import HookRunner
+from turnstream.runtime.hooks import HookCall, HookRunner, Operation
 from turnstream.runtime.input_queue import QueuedInput
 from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import AccessPolicy
@@ -133,6 +133,27 @@ class TurnSpec:
     first_step: int = 0
     decided: tuple[tuple[str, str], ...] = ()
     check_effect_topic: Callable[[str], None] | None = None
+
+
+def step_call(
+    spec: TurnSpec, operation: Operation, step_id: StepId, step_index: int
+) -> HookCall:
+    """The hook call of ``operation`` in one step of ``spec``'s turn.
+
+    The fields a step, an inference and a tool call share; an inference's
+    request and a tool call's fields are added with
+    :func:`dataclasses.replace`.
+    """
+    return HookCall(
+        operation=operation,
+        started_at=spec.factory.now(),
+        session_id=spec.session_id,
+        loop_id=spec.loop_id,
+        turn_id=spec.turn_id,
+        step_id=step_id,
+        turn_index=spec.turn_index,
+        step_index=step_index,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from turnstream.content import AIMessage, Conversation, Usage
 from turnstream.errors import (
@@ -36,8 +36,14 @@ from turnstream.runtime.accumulate import (
     ToolCall,
     is_empty_response,
 )
-from turnstream.runtime.handshake import PendingStep, TurnDraft, TurnLink, TurnSpec
-from turnstream.runtime.hooks import HookCall, Operation, Outcome
+from turnstream.runtime.handshake import (
+    PendingStep,
+    TurnDraft,
+    TurnLink,
+    TurnSpec,
+    step_call,
+)
+from turnstream.runtime.hooks import Operation, Outcome
 from turnstream.runtime.model_client import ModelEvent, ModelRequest, StreamEnd
 from turnstream.runtime.user_code import log_user_error
 
@@ -90,19 +96,8 @@ async def stream_step(
             interrupted safe prefix in ``draft``).
     """
     request = build_request(spec, messages)
-    hook = await spec.hooks.start(
-        HookCall(
-            operation=Operation.INFERENCE,
-            started_at=spec.factory.now(),
-            session_id=spec.session_id,
-            loop_id=spec.loop_id,
-            turn_id=spec.turn_id,
-            step_id=step_id,
-            turn_index=spec.turn_index,
-            step_index=step_index,
-            request=request,
-        )
-    )
+    call = step_call(spec, Operation.INFERENCE, step_id, step_index)
+    hook = await spec.hooks.start(replace(call, request=request))
     if hook.blocked is not None:
         # The provider is never opened (contract §5.4).
         denied = hook.blocked.denied

@@ -204,13 +204,10 @@ class Subscription:
     async def next(self, timeout: float) -> AnyEvent:  # noqa: ASYNC109 - a bounded read
         """The next event, waiting at most ``timeout`` seconds.
 
-        Raises:
-            TimeoutError: nothing arrived in time.
-            StopAsyncIteration: the subscription ended or was closed.
-            SubscriptionLossError: the subscription fell behind.
+        Raises as :meth:`next_positioned`.
         """
-        async with asyncio.timeout(timeout):
-            return await self.__anext__()
+        event, _ = await self.next_positioned(timeout)
+        return event
 
     async def next_positioned(self, timeout: float) -> Positioned:  # noqa: ASYNC109 - a bounded read
         """The next event and its position, waiting at most ``timeout`` seconds.

@@ -5,17 +5,20 @@ TaskGroup's exit waits without bound for every child, and the contract
 requires that a model which ignores cancellation cannot pin its loop (§4.8,
 ``DrainTimeout``). :meth:`TurnTasks.aclose` cancels every task, waits at most
 the drain timeout, and then abandons the stragglers: they are logged and kept
-referenced until they end on their own. Imports only the standard library.
+referenced until they end on their own. Also :func:`cancel_and_wait`, the
+close of background tasks that do end when cancelled. Imports only the
+standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Coroutine
-from typing import Generic, TypeVar
+from collections.abc import Coroutine, Iterable
+from typing import Any, Generic, TypeVar
 
-__all__ = ["TurnTasks"]
+__all__ = ["TurnTasks", "cancel_and_wait"]
 
 _log = logging.getLogger(__name__)
 
@@ -62,3 +65,17 @@ class TurnTasks(Generic[T]):
         if pending:
             _log.warning("abandoned turn tasks", extra={"count": len(pending)})
         return len(pending)
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel every task, then wait for each to end (without bound).
+
+    For an owner's own background tasks, which never ignore cancellation;
+    a turn task, which may, goes through :meth:`TurnTasks.aclose`.
+    """
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

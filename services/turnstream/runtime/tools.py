@@ -33,7 +33,7 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Literal, TypeGuard
 from uuid import UUID
@@ -49,8 +49,8 @@ from turnstream.ids import StepId, ToolExecutionId
 from turnstream.runtime.accumulate import ToolCall
 from turnstream.runtime.effects import EffectStage, StagedRecord
 from turnstream.runtime.gates import APPROVE, DENY
-from turnstream.runtime.handshake import ApprovalRequest, TurnLink, TurnSpec
-from turnstream.runtime.hooks import HookCall, Operation, Outcome, Started
+from turnstream.runtime.handshake import ApprovalRequest, TurnLink, TurnSpec, step_call
+from turnstream.runtime.hooks import Operation, Outcome, Started
 from turnstream.runtime.ports import (
     AccessRequest,
     ApprovalTool,
@@ -300,15 +300,8 @@ async def _prepare(
     tool = spec.config.find_tool(call.name)
     summary = summarize(tool, call.name, call.input_json)
     hook = await spec.hooks.start(
-        HookCall(
-            operation=Operation.TOOL_CALL,
-            started_at=spec.factory.now(),
-            session_id=spec.session_id,
-            loop_id=spec.loop_id,
-            turn_id=spec.turn_id,
-            step_id=step_id,
-            turn_index=spec.turn_index,
-            step_index=step_index,
+        replace(
+            step_call(spec, Operation.TOOL_CALL, step_id, step_index),
             tool_name=call.name,
             tool_use_id=call.tool_use_id,
             tool_execution_id=execution_id,

@@ -40,8 +40,9 @@ from turnstream.runtime.handshake import (
     TurnLink,
     TurnOutcome,
     TurnSpec,
+    step_call,
 )
-from turnstream.runtime.hooks import HookCall, Operation, Outcome
+from turnstream.runtime.hooks import Operation, Outcome
 from turnstream.runtime.output_schema import check_structured_output
 from turnstream.runtime.step import StepFailed, stream_step
 from turnstream.runtime.tools import run_batch
@@ -109,18 +110,7 @@ async def _hooked_step(
     """One step inside its Step hook (observers only; steps are not guardable)."""
     step_id = StepId(spec.factory.new_id())
     draft.steps.append(step_id)
-    hook = await spec.hooks.start(
-        HookCall(
-            operation=Operation.STEP,
-            started_at=spec.factory.now(),
-            session_id=spec.session_id,
-            loop_id=spec.loop_id,
-            turn_id=spec.turn_id,
-            step_id=step_id,
-            turn_index=spec.turn_index,
-            step_index=step_index,
-        )
-    )
+    hook = await spec.hooks.start(step_call(spec, Operation.STEP, step_id, step_index))
     outcome_seen: Outcome = Outcome.CANCELED
     try:
         outcome = await _step(

@@ -5,7 +5,9 @@ A table of contents:
 - ``session``: :class:`KafkaSession`, the Session API over Kafka (submit,
   interrupt, gate answers, retract; live subscriptions merging the journal and
   the deltas topic; journal replay; ``submit_and_wait`` / ``submit_turn`` /
-  ``follow``);
+  ``follow``), built of ``sender`` (the commands producer), ``live_feed`` (the
+  live readers behind its subscriptions) and ``submit_options`` (what every
+  submit variant takes beside the input);
 - ``cursor`` and ``attach``: :class:`Cursor` (a position in one loop's
   stream, an opaque URL-safe string), :class:`Streamed` (an event with the
   cursor after it), :class:`DeltasExpired`, and :class:`Attachment`, what

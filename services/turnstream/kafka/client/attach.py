@@ -33,7 +33,6 @@ partition of the journal from its start to find the running turn.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -59,6 +58,7 @@ from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import read_journal
 from turnstream.kafka.records import parse_loop_key
 from turnstream.kafka.topology import TopicNames
+from turnstream.runtime.supervision import cancel_and_wait
 from turnstream.wire import Codec
 
 __all__ = ["DEFAULT_ATTACH_CAPACITY", "Attachment", "check_cursor", "start_cursor"]
@@ -262,11 +262,7 @@ class Attachment:
         if self._closed:
             return
         self._closed = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         seconds = self._clients.connection.request_timeout
         for consumer in self._consumers:
             await stop_client(consumer, seconds=seconds)

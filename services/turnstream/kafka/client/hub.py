@@ -25,7 +25,6 @@ after that batch was fetched.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.records import loop_key, parse_loop_key, partition_for
 from turnstream.kafka.topology import TopicNames, partition_counts
+from turnstream.runtime.supervision import cancel_and_wait
 from turnstream.wire import Codec
 
 __all__ = ["DEFAULT_STREAM_QUEUE", "HubStream", "StreamDropped", "StreamHub"]
@@ -275,11 +275,7 @@ class StreamHub:
 
     async def close(self) -> None:
         """Stop the consumers; every open stream ends."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         for streams in list(self._streams.values()):
             for stream in list(streams):

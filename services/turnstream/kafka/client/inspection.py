@@ -63,17 +63,11 @@ async def read_loop_states(
         KafkaAuthorizationError: an ACL denies Read on it.
         TransportError: a partition could not be read in time.
     """
-    count = (await partition_counts(clients, [topics.loops], {topics.loops: "Read"}))[
-        topics.loops
-    ]
     states: dict[UUID, LoopState] = {}
     unreadable: set[UUID] = set()
-    for partition in range(count):
+    for tp in await _partitions(clients, topics.loops):
         read = await read_latest_states(
-            clients,
-            codec,
-            TopicPartition(topics.loops, partition),
-            TopicPartition(topics.history, partition),
+            clients, codec, tp, TopicPartition(topics.history, tp.partition)
         )
         states.update(read.states)
         unreadable.update(read.unreadable)
@@ -90,13 +84,9 @@ async def read_dead_letter_headers(
         KafkaAuthorizationError: an ACL denies Read on it.
         TransportError: a partition could not be read in time.
     """
-    topic = topics.dead_letters
-    count = (await partition_counts(clients, [topic], {topic: "Read"}))[topic]
     entries: list[DeadLetterEntry] = []
-    for partition in range(count):
-        entries.extend(
-            await read_dead_letters(clients, TopicPartition(topic, partition))
-        )
+    for tp in await _partitions(clients, topics.dead_letters):
+        entries += await read_dead_letters(clients, tp)
     return entries
 
 
@@ -117,13 +107,9 @@ async def read_journals(
         KafkaAuthorizationError: an ACL denies Read on it.
         TransportError: a partition could not be read in time.
     """
-    topic = topics.events
-    count = (await partition_counts(clients, [topic], {topic: "Read"}))[topic]
     entries: list[JournalEntry] = []
-    for partition in range(count):
-        entries += await read_journal(
-            clients, codec, TopicPartition(topic, partition), loops=loops
-        )
+    for tp in await _partitions(clients, topics.events):
+        entries += await read_journal(clients, codec, tp, loops=loops)
     return entries
 
 
@@ -148,3 +134,12 @@ async def read_loop_head_state(
     return await read_loop_head(
         clients, codec, TopicPartition(topics.loops, partition), loop_id
     )
+
+
+async def _partitions(clients: KafkaClients, topic: str) -> list[TopicPartition]:
+    """Every partition of ``topic`` (``ConfigError`` if it does not exist).
+
+    Raises ``KafkaAuthorizationError`` when an ACL denies Read on it.
+    """
+    count = (await partition_counts(clients, [topic], {topic: "Read"}))[topic]
+    return [TopicPartition(topic, partition) for partition in range(count)]

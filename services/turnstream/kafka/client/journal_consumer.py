@@ -39,7 +39,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
 from typing import Any, Literal, Self
 from uuid import UUID
 
@@ -198,12 +197,7 @@ class JournalConsumer:
         self._task = asyncio.create_task(self.run(), name="journal-consumer")
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *_: object) -> None:
         self.stop()
         if self._task is not None:
             await self._task

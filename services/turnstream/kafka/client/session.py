@@ -29,9 +29,15 @@ Owns :class:`KafkaSession`. It implements the runtime's
   and deltas from a cursor (see :mod:`turnstream.kafka.client.attach`), every
   item with the cursor after it.
 
-The reader tasks belong to the session object: :meth:`KafkaSession.close`
-cancels and awaits them, then stops the clients. Every network call is bounded
-by the connection's timeouts. Part of ``turnstream.kafka``; imports the runtime
+The session composes two parts, each a module: the command sender
+(:mod:`turnstream.kafka.client.sender`: the producer, one record per command)
+and the live feed (:mod:`turnstream.kafka.client.live_feed`: the readers and
+their pump tasks). The submit variants take one set of options
+(:class:`~turnstream.kafka.client.submit_options.SubmitOptions`) and send
+through one code path (:meth:`KafkaSession.submit_to_loop`). The reader tasks
+belong to the session object: :meth:`KafkaSession.close` cancels and awaits
+them, then stops the clients. Every network call is bounded by the
+connection's timeouts. Part of ``turnstream.kafka``; imports the runtime
 (protocol types) and the wire codec.
 """
 
@@ -39,22 +45,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Any, Self
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from typing import Self, Unpack
 from uuid import UUID
 
 from aiokafka import TopicPartition
-from aiokafka.errors import (
-    InvalidProducerEpoch,
-    KafkaError,
-    MessageSizeTooLargeError,
-    OutOfOrderSequenceNumber,
-    RecordTooLargeError,
-    UnknownProducerId,
-)
 
 from turnstream.commands import (
     AnyCommand,
@@ -65,20 +60,10 @@ from turnstream.commands import (
     Shutdown,
 )
 from turnstream.commands import SubmitInput as SubmitCommand
-from turnstream.content import Block, TextBlock, UserMessage
-from turnstream.errors import (
-    CommandNotConfirmedError,
-    CommandTooLargeError,
-    DecodeError,
-    SessionError,
-    TransportError,
-    UnknownCommandError,
-)
+from turnstream.errors import SessionError, UnknownCommandError
 from turnstream.events import (
     Agency,
-    AnyEvent,
     EnduringEvent,
-    GateOpened,
     LoopDeleted,
     LoopIdle,
     TurnDone,
@@ -94,66 +79,39 @@ from turnstream.kafka.client.attach import (
     check_cursor,
     start_cursor,
 )
-from turnstream.kafka.client.cursor import Cursor, Kind
-from turnstream.kafka.client.live import CursorSubscription, LivePositions, Position
+from turnstream.kafka.client.cursor import Cursor
+from turnstream.kafka.client.live import CursorSubscription
+from turnstream.kafka.client.live_feed import LiveFeed, RecentLoops
+from turnstream.kafka.client.sender import CommandSender
+from turnstream.kafka.client.submit_options import SubmitOptions, submit_fields
 from turnstream.kafka.client.turns import DEFAULT_RESYNC, Turn, TurnOutcome
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.connection import KafkaConnection
-from turnstream.kafka.diagnose import authorization_error
-from turnstream.kafka.errors import KafkaAuthorizationError
-from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import JournalEntry, read_journal
 from turnstream.kafka.records import loop_key, partition_for
 from turnstream.kafka.security import KafkaSecurity
-from turnstream.kafka.topology import (
-    COMMAND_RECORD_OVERHEAD,
-    MAX_COMMAND_BYTES,
-    TopicNames,
-    partition_counts,
-)
-from turnstream.runtime.input_queue import SEEN_WINDOW
+from turnstream.kafka.topology import MAX_COMMAND_BYTES, TopicNames, partition_counts
 from turnstream.runtime.ports import Clock, IdSource, RandomIds, SystemClock
-from turnstream.runtime.session import Session
+from turnstream.runtime.session import Content, Session, as_message
 from turnstream.runtime.subscription import (
     DEFAULT_SUBSCRIBER_CAPACITY,
     EventFilter,
     LoopScope,
     Subscription,
 )
-from turnstream.runtime.tracing import TRACEPARENT
 from turnstream.wire import Codec, default_codec
 
-_BROKEN_PRODUCER = (OutOfOrderSequenceNumber, UnknownProducerId, InvalidProducerEpoch)
-"""Producer errors no retry recovers from: the producer itself must be replaced."""
-
-__all__ = ["Content", "KafkaSession"]
-
-_log = logging.getLogger(__name__)
-_FETCH_MS = 100
-
-Content = str | Sequence[Block] | UserMessage
-"""What a submit accepts: text, blocks, or a ready user message."""
-
-
-def _as_message(content: Content) -> UserMessage:
-    if isinstance(content, UserMessage):
-        return content
-    if isinstance(content, str):
-        return UserMessage(blocks=(TextBlock(text=content),))
-    return UserMessage(blocks=tuple(content))
-
-
-def _record_size(value: bytes, key: bytes, headers: Sequence[tuple[str, bytes]]) -> int:
-    """A one-record batch's size as the broker counts it (an upper bound)."""
-    header_bytes = sum(len(name.encode()) + len(data) for name, data in headers)
-    return len(value) + len(key) + header_bytes + COMMAND_RECORD_OVERHEAD
+__all__ = ["Content", "KafkaSession", "SubmitOptions"]
 
 
 class KafkaSession:
     """A session whose loops run in the loop-actor service (see module docstring).
 
     Create it with :meth:`connect`; close it with :meth:`close` (or ``async
-    with``).
+    with``). Over 400 lines on purpose: it is the Session API's whole surface
+    (connect, live events, history, attach, the commands), most of it
+    docstrings; the work is in its parts (``sender``, ``live_feed``) and in
+    ``attach`` and ``turns``.
     """
 
     def __init__(
@@ -173,7 +131,6 @@ class KafkaSession:
     ) -> None:
         self._clients = clients
         self._trace_source = trace_source
-        self._max_command_bytes = max_command_bytes
         self._topics = topics
         self._codec = codec
         self._session_id = session_id
@@ -181,17 +138,18 @@ class KafkaSession:
         self._partitions = partitions
         self._clock = clock
         self._ids = ids
-        self._capacity = capacity
-        self._producer: Any = None
-        self._producer_broken = False
-        self._readers: list[Any] = []
-        self._tasks: list[asyncio.Task[None]] = []
-        self._subscriptions: list[Subscription] = []
-        self._positions: LivePositions | None = None
-        self._submitted: OrderedDict[CommandId, LoopId] = OrderedDict()
-        self._gates: OrderedDict[UUID, LoopId] = OrderedDict()
+        self._sender = CommandSender(
+            clients=clients,
+            topic=topics.commands,
+            codec=codec,
+            partitions=partitions,
+            max_command_bytes=max_command_bytes,
+        )
+        self._feed = LiveFeed(
+            clients=clients, topics=topics, codec=codec, capacity=capacity
+        )
+        self._submitted: RecentLoops[CommandId] = RecentLoops()
         self._closed = False
-        self.undecodable = 0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -283,126 +241,18 @@ class KafkaSession:
             raise
         return session
 
-    async def _renew_producer(self) -> None:
-        """Replace a producer whose sequence state broke (see :meth:`send`).
-
-        A start that fails (the broker is not back yet) leaves the old one in
-        place; the next send tries again.
-        """
-        seconds = self._clients.connection.connect_timeout
-        producer = self._clients.idempotent_producer("session")
-        try:
-            await start_client(
-                producer,
-                seconds=seconds,
-                operation="start producer",
-                security=self._clients.security,
-            )
-        except TransportError:
-            return  # the broker is not back yet: the next send tries again
-        old, self._producer = self._producer, producer
-        self._producer_broken = False
-        if old is not None:
-            await stop_client(old, seconds=seconds)
-        _log.info("commands producer renewed after a sequence error")
-
     async def _start(self, counts: dict[str, int], *, live: bool = True) -> None:
-        seconds = self._clients.connection.connect_timeout
-        producer = self._clients.idempotent_producer("session")
-        try:
-            await start_client(
-                producer,
-                seconds=seconds,
-                operation="start producer",
-                security=self._clients.security,
-            )
-        except TransportError as exc:
-            # Since Kafka 3.0 an idempotent producer's InitProducerId needs
-            # Write on some topic: name the one it writes, not the cluster.
-            denied = authorization_error(
-                exc.__cause__ or exc,
-                security=self._clients.security,
-                operation="start the commands producer",
-                permission="Write",
-                resource=self._topics.commands,
-            )
-            if denied is not None and denied.resource_type == "Cluster":
-                denied = KafkaAuthorizationError(
-                    principal=denied.principal,
-                    permission="Write",
-                    resource_type="Topic",
-                    resource=self._topics.commands,
-                    operation="start the commands producer",
-                )
-            if denied is not None:
-                raise denied from exc
-            raise
-        self._producer = producer
-        if not live:
-            return
-        positions = LivePositions(counts[self._topics.events])
-        kinds: tuple[tuple[str, bool, Callable[[bytes], AnyEvent], Kind], ...] = (
-            (self._topics.events, True, self._codec.unmarshal_event, "e"),
-            (self._topics.deltas, False, self._codec.unmarshal_ephemeral, "d"),
-        )
-        pumps: list[tuple[Any, Callable[[bytes], AnyEvent], Kind, str]] = []
-        for topic, committed, decode, kind in kinds:
-            reader = self._clients.consumer(
-                "live", read_committed=committed, auto_offset_reset="latest"
-            )
-            await start_client(
-                reader,
-                seconds=seconds,
-                operation="start live reader",
-                security=self._clients.security,
-            )
-            self._readers.append(reader)
-            assigned = [TopicPartition(topic, p) for p in range(counts[topic])]
-            reader.assign(assigned)
-            try:
-                async with asyncio.timeout(self._clients.connection.request_timeout):
-                    await reader.seek_to_end(*assigned)
-                    for tp in assigned:  # resolve the positions now: live from here
-                        positions.start(
-                            kind, tp.partition, int(await reader.position(tp))
-                        )
-            except (TimeoutError, KafkaError) as exc:
-                denied = authorization_error(
-                    exc,
-                    security=self._clients.security,
-                    operation=f"read {topic}",
-                    permission="Read",
-                    resource=topic,
-                )
-                raise denied or transport_error("position live reader", exc) from exc
-            pumps.append((reader, decode, kind, topic))
-        # Started once both topics' positions are known: a record's cursor
-        # names both.
-        self._positions = positions
-        for reader, decode, kind, topic in pumps:
-            self._tasks.append(
-                asyncio.create_task(
-                    self._pump(reader, decode, kind, positions), name=f"live-{topic}"
-                )
-            )
+        await self._sender.start()
+        if live:
+            await self._feed.start(counts)
 
     async def close(self) -> None:
         """End subscriptions, stop the reader tasks and the clients. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for subscription in self._subscriptions:
-            subscription.end()
-        seconds = self._clients.connection.request_timeout
-        for reader in self._readers:
-            await stop_client(reader, seconds=seconds)
-        if self._producer is not None:
-            await stop_client(self._producer, seconds=seconds)
+        await self._feed.close()
+        await self._sender.stop()
 
     async def shutdown(self) -> None:
         """The Session protocol's shutdown: close this client (loops keep running)."""
@@ -411,62 +261,15 @@ class KafkaSession:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *_: object) -> None:
         await self.close()
 
     # ----------------------------------------------------------- live events
 
-    async def _pump(
-        self,
-        reader: Any,
-        decode: Callable[[bytes], AnyEvent],
-        kind: Kind,
-        positions: LivePositions,
-    ) -> None:
-        while True:
-            try:
-                batch = await reader.getmany(timeout_ms=_FETCH_MS)
-            except KafkaError as exc:
-                _log.warning("live read failed", extra={"exc_type": type(exc).__name__})
-                await asyncio.sleep(0.5)
-                continue
-            for tp, records in batch.items():
-                for record in records:
-                    # Moved for every record, even one not offered: a cursor
-                    # is a position in the log, not in what was decoded.
-                    positions.read(kind, tp.partition, record.offset)
-                    if record.value is None:
-                        continue
-                    try:
-                        event = decode(record.value)
-                    except DecodeError:
-                        self.undecodable += 1
-                        continue
-                    self._offer(
-                        event,
-                        positions.here(tp.partition, kind)
-                        if self._subscriptions
-                        else None,
-                    )
-
-    def _offer(self, event: AnyEvent, position: Position | None = None) -> None:
-        if isinstance(event, GateOpened) and event.header.loop_id is not None:
-            self._remember(self._gates, event.gate_id, LoopId(event.header.loop_id))
-        # Offered to every subscription; the closed ones are dropped only when
-        # one is seen (rebuilding the list for every event cost ~2 % of a turn).
-        closed = False
-        for subscription in self._subscriptions:
-            if subscription.active:
-                subscription.offer(event, position)
-            else:
-                closed = True
-        if closed:
-            self._subscriptions = [s for s in self._subscriptions if s.active]
+    @property
+    def undecodable(self) -> int:
+        """Live records that were not valid events (skipped)."""
+        return self._feed.undecodable
 
     def subscribe_events(
         self, event_filter: EventFilter, *, capacity: int | None = None
@@ -481,11 +284,7 @@ class KafkaSession:
         """
         if self._closed:
             raise SessionError("session_closing")
-        subscription = CursorSubscription(
-            event_filter, capacity or self._capacity, self._positions
-        )
-        self._subscriptions.append(subscription)
-        return subscription
+        return self._feed.subscribe(event_filter, capacity)
 
     # -------------------------------------------------------------- history
 
@@ -624,138 +423,62 @@ class KafkaSession:
                 (it may still arrive; it carries the command id to retry with).
             KafkaAuthorizationError: an ACL denies Write on the commands topic.
         """
-        if self._closed or self._producer is None:
+        if self._closed or not self._sender.started:
             raise SessionError("session_closing")
-        if self._producer_broken:
-            await self._renew_producer()
-        value = self._codec.marshal_command(command)
-        key = loop_key(command.loop_id)
-        headers = self._codec.kafka_headers(command)
-        if traceparent is not None:
-            headers.append((TRACEPARENT, traceparent.encode("ascii")))
-        size = _record_size(value, key, headers)
-        if size > self._max_command_bytes:
-            raise CommandTooLargeError(
-                command.command_id,
-                command.loop_id,
-                size=size,
-                limit=self._max_command_bytes,
-            )
-        try:
-            async with asyncio.timeout(self._clients.connection.request_timeout):
-                await self._producer.send_and_wait(
-                    self._topics.commands,
-                    value,
-                    key=key,
-                    partition=partition_for(key, self._partitions),
-                    headers=headers,
-                )
-        except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
-            # The topic takes less than this client was told: refused, never
-            # stored, so "it may still arrive" would be wrong advice.
-            raise CommandTooLargeError(
-                command.command_id, command.loop_id, size=size, limit=None
-            ) from exc
-        except (TimeoutError, KafkaError) as exc:
-            denied = authorization_error(
-                exc,
-                security=self._clients.security,
-                operation="send a command",
-                permission="Write",
-                resource=self._topics.commands,
-            )
-            if denied is not None:  # refused, not lost: it never arrives
-                raise denied from exc
-            if isinstance(exc, _BROKEN_PRODUCER):
-                # The idempotent producer's sequence state no longer matches
-                # the broker's (seen after a broker restart): it would refuse
-                # every later send. A fresh producer (new producer id) sends
-                # the next attempt; a retry by command id is applied once.
-                self._producer_broken = True
-            reason = transport_error("send command", exc).reason
-            raise CommandNotConfirmedError(
-                command.command_id, command.loop_id, reason
-            ) from exc
-        return CommandId(command.command_id)
+        return await self._sender.send(command, traceparent=traceparent)
 
     async def submit(
         self,
         content: Content,
         *,
         loop_id: LoopId | None = None,
-        no_fold: bool = False,
-        agency: Agency = Agency.USER,
-        command_id: CommandId | None = None,
-        agent: str = "",
-        model: str = "",
-        max_tokens: int | None = None,
+        **options: Unpack[SubmitOptions],
     ) -> CommandId:
         """Send input to ``loop_id`` (the active loop by default).
 
-        See :meth:`submit_to_loop` for ``command_id`` and the errors.
+        See :meth:`submit_to_loop` for the options and the errors.
         """
-        return await self.submit_to_loop(
-            loop_id or self._active,
-            content,
-            no_fold=no_fold,
-            agency=agency,
-            command_id=command_id,
-            agent=agent,
-            model=model,
-            max_tokens=max_tokens,
-        )
+        return await self.submit_to_loop(loop_id or self._active, content, **options)
 
     async def submit_to_loop(
         self,
         loop_id: LoopId,
         content: Content,
         *,
-        no_fold: bool = False,
-        agency: Agency = Agency.USER,
-        command_id: CommandId | None = None,
-        agent: str = "",
-        model: str = "",
-        max_tokens: int | None = None,
         traceparent: str | None = None,
+        **options: Unpack[SubmitOptions],
     ) -> CommandId:
         """Send input to ``loop_id``; return its command id once acknowledged.
+
+        Every submit variant sends through here.
 
         Args:
             loop_id: the loop.
             content: the input.
-            no_fold: never fold it into a running turn.
-            agency: who asks.
-            command_id: the id to send it with (default: a new one). Pass the id
-                of an earlier attempt to retry it: the loop applies one command
-                id once, so a retry never makes a second turn.
-            agent: the agent the input is for (a new loop is bound to it;
-                empty: the service's single agent).
-            model: a model from the agent's allow-list for this input's turn
-                (empty: the agent's default); outside it, ``TurnRejected``.
-            max_tokens: an output cap for that turn.
             traceparent: the W3C trace context the turn joins (default: the
                 caller's current OpenTelemetry span, when the session was
                 given a trace source and there is one).
+            options: ``no_fold``, ``agency``, ``command_id`` (a retry's),
+                ``agent``, ``model``, ``max_tokens``: see
+                :class:`~turnstream.kafka.client.submit_options.SubmitOptions`.
 
         Raises:
             CommandNotConfirmedError: not acknowledged in time; its
                 ``command_id`` is the handle to retry with (the first attempt
                 may still arrive).
         """
+        agency = options.get("agency", Agency.USER)
         command = SubmitCommand.model_validate(
             {
-                **self._fields(loop_id, agency, command_id),
-                "message": _as_message(content),
-                "no_fold": no_fold,
-                "agent": agent,
-                "model": model,
-                "max_tokens": max_tokens,
+                **self._fields(loop_id, agency, options.get("command_id")),
+                "message": as_message(content),
+                **submit_fields(options),
             }
         )
         if traceparent is None and self._trace_source is not None:
             traceparent = self._trace_source()
         command_id = await self.send(command, traceparent=traceparent)
-        self._remember(self._submitted, command_id, loop_id)
+        self._submitted.remember(command_id, loop_id)
         return command_id
 
     async def submit_turn(
@@ -763,21 +486,16 @@ class KafkaSession:
         content: Content,
         *,
         loop_id: LoopId | None = None,
-        no_fold: bool = False,
-        agency: Agency = Agency.USER,
-        command_id: CommandId | None = None,
-        agent: str = "",
-        model: str = "",
-        max_tokens: int | None = None,
         tokens: bool = False,
         resync: float = DEFAULT_RESYNC,
+        **options: Unpack[SubmitOptions],
     ) -> Turn:
         """Send input and return a :class:`Turn` handle following it.
 
         The handle subscribes before the input is sent. Iterate it for the
         answer and the turn's events (its ``TokenDelta`` chunks too, and the
         live-only tool-call and ``InputQueued`` events, with ``tokens=True``),
-        then ``await turn.outcome()``. Arguments as :meth:`submit_to_loop`;
+        then ``await turn.outcome()``. Options as :meth:`submit_to_loop`;
         ``resync``: seconds without a live event before the journal is read.
 
         Raises:
@@ -787,22 +505,13 @@ class KafkaSession:
         target = loop_id or self._active
         turn = Turn(self, target, tokens=tokens, resync=resync)
         try:
-            sent = await self.submit_to_loop(
-                target,
-                content,
-                no_fold=no_fold,
-                agency=agency,
-                command_id=command_id,
-                agent=agent,
-                model=model,
-                max_tokens=max_tokens,
-            )
+            sent = await self.submit_to_loop(target, content, **options)
         except BaseException:
             turn.close()
             raise
         # A caller's own command id may be a retry whose answer is already in
         # the journal: read it first then.
-        turn.bind(sent, from_journal=command_id is not None)
+        turn.bind(sent, from_journal=options.get("command_id") is not None)
         return turn
 
     async def submit_and_wait(
@@ -810,13 +519,8 @@ class KafkaSession:
         content: Content,
         *,
         loop_id: LoopId | None = None,
-        no_fold: bool = False,
-        agency: Agency = Agency.USER,
-        command_id: CommandId | None = None,
-        agent: str = "",
-        model: str = "",
-        max_tokens: int | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - one bound for send and wait
+        **options: Unpack[SubmitOptions],
     ) -> TurnOutcome:
         """Send input and wait for the end of the turn that answers it.
 
@@ -828,29 +532,15 @@ class KafkaSession:
         Args:
             content: the input.
             loop_id: the loop (the active loop by default).
-            no_fold: never fold it into a running turn.
-            agency: who asks.
-            command_id: as :meth:`submit_to_loop` (a retry's id).
-            agent: as :meth:`submit_to_loop`.
-            model: as :meth:`submit_to_loop`.
-            max_tokens: as :meth:`submit_to_loop`.
             timeout: seconds to wait in all (default: without bound).
+            options: as :meth:`submit_to_loop`.
 
         Raises:
             TimeoutError: no outcome within ``timeout``.
             CommandNotConfirmedError: the input was not acknowledged in time.
         """
         async with asyncio.timeout(timeout):
-            turn = await self.submit_turn(
-                content,
-                loop_id=loop_id,
-                no_fold=no_fold,
-                agency=agency,
-                command_id=command_id,
-                agent=agent,
-                model=model,
-                max_tokens=max_tokens,
-            )
+            turn = await self.submit_turn(content, loop_id=loop_id, **options)
             async with turn:
                 return await turn.outcome()
 
@@ -902,7 +592,7 @@ class KafkaSession:
         self, gate_id: GateId, action: str, *, loop_id: LoopId | None = None
     ) -> None:
         """Answer a gate; its loop is learned from ``GateOpened`` (else the active)."""
-        target = loop_id or self._gates.get(gate_id) or self._active
+        target = loop_id or self._feed.gates.get(gate_id) or self._active
         await self.send(
             RespondGate.model_validate(
                 {
@@ -942,28 +632,17 @@ class KafkaSession:
         Waits without bound for the answer (wrap it in ``asyncio.timeout``):
         the answer needs a running loop-actor service.
         """
-        subscription = self.subscribe_events(
-            EventFilter(enduring=LoopScope.only(loop_id))
-        )
-        try:
+        async with self._journal_rounds(loop_id) as rounds:
             command_id = await self.send(
                 DeleteLoop.model_validate(self._fields(loop_id, Agency.USER))
             )
-            position = 0
             while True:
-                entries = await self.replay_entries(loop_id, from_=position)
-                for entry in entries:
+                for entry in await anext(rounds):
                     event = entry.event
                     if isinstance(event, LoopDeleted | TurnRejected) and (
                         event.reply_to() == command_id
                     ):
                         return event
-                if entries:
-                    position = entries[-1].offset + 1
-                with contextlib.suppress(TimeoutError):
-                    await subscription.next(timeout=1.0)
-        finally:
-            subscription.close()
 
     async def wait_idle(self, loop_id: LoopId | None = None) -> None:
         """Return once the loop is parked and every input sent from here answered.
@@ -971,30 +650,44 @@ class KafkaSession:
         Waits without bound (wrap it in ``asyncio.timeout``).
         """
         target = loop_id or self._active
-        subscription = self.subscribe_events(
-            EventFilter(enduring=LoopScope.only(target))
-        )
-        try:
-            position = 0
-            journal: list[EnduringEvent] = []
+        journal: list[EnduringEvent] = []
+        async with self._journal_rounds(target) as rounds:
             while True:
-                entries = await self.replay_entries(target, from_=position)
-                if entries:
-                    position = entries[-1].offset + 1
-                    journal.extend(e.event for e in entries)
-                pending = {c for c, loop in self._submitted.items() if loop == target}
-                if _parked(journal, pending):
+                journal.extend(e.event for e in await anext(rounds))
+                if _parked(journal, self._submitted.keys_of(target)):
                     return
-                with contextlib.suppress(TimeoutError):
-                    await subscription.next(timeout=1.0)
+
+    @contextlib.asynccontextmanager
+    async def _journal_rounds(
+        self, loop_id: LoopId
+    ) -> AsyncIterator[AsyncGenerator[list[JournalEntry]]]:
+        """The loop's journal read in rounds, each round's new entries at a time.
+
+        Subscribed on entry, before anything the caller sends: a new round
+        starts on the loop's next live event, or after a second without one.
+        The rounds never end; the caller leaves when it found its answer.
+        """
+        subscription = self.subscribe_events(
+            EventFilter(enduring=LoopScope.only(loop_id))
+        )
+        rounds = self._rounds(loop_id, subscription)
+        try:
+            yield rounds
         finally:
+            await rounds.aclose()
             subscription.close()
 
-    @staticmethod
-    def _remember(table: OrderedDict[Any, LoopId], key: Any, loop_id: LoopId) -> None:
-        table[key] = loop_id
-        while len(table) > SEEN_WINDOW:
-            table.popitem(last=False)
+    async def _rounds(
+        self, loop_id: LoopId, subscription: Subscription
+    ) -> AsyncGenerator[list[JournalEntry]]:
+        position = 0
+        while True:
+            entries = await self.replay_entries(loop_id, from_=position)
+            if entries:
+                position = entries[-1].offset + 1
+            yield entries
+            with contextlib.suppress(TimeoutError):
+                await subscription.next(timeout=1.0)
 
 
 def _parked(journal: Sequence[EnduringEvent], pending: set[CommandId]) -> bool:
