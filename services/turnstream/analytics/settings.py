@@ -2,9 +2,10 @@
 
 Owns :class:`AnalyticsSettings`, :class:`Guarantee` and their parsing from an
 environment mapping (:meth:`AnalyticsSettings.from_env`). Environment
-variables are read only from the mapping passed in. Pure: stdlib and
-:mod:`turnstream.errors` plus the pure aggregation config; must not import
-faust, aiokafka, :mod:`turnstream.kafka` or :mod:`turnstream.runtime`.
+variables are read only from the mapping passed in. Pure: stdlib,
+:mod:`turnstream.errors`, :mod:`turnstream.config` and the pure aggregation
+config; must not import faust, aiokafka, :mod:`turnstream.kafka` or
+:mod:`turnstream.runtime`.
 
 Environment variables (flags of ``python -m turnstream.analytics`` override them):
 
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from turnstream.analytics.aggregate import FoldConfig
+from turnstream.config import DEFAULT_BOOTSTRAP, bootstrap_source
 from turnstream.errors import ConfigError
 
 __all__ = [
@@ -52,7 +54,6 @@ __all__ = [
     "KafkaAuth",
 ]
 
-DEFAULT_BOOTSTRAP: Final = "127.0.0.1:19092"
 DEFAULT_WEB_PORT: Final = 6066
 ENV_PREFIX: Final = "TURNSTREAM_ANALYTICS_"
 
@@ -206,10 +207,7 @@ class AnalyticsSettings:
             ConfigError: a variable is present but invalid.
         """
         base = cls()
-        bootstrap = env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-        if not bootstrap:
-            port = env.get("TURNSTREAM_BROKER_PORT", "").strip()
-            bootstrap = f"127.0.0.1:{port}" if port else base.bootstrap
+        bootstrap, _ = bootstrap_source(None, env)
 
         def get(name: str, parse: Callable[[str], _T], default: _T) -> _T:
             raw = env.get(name, "").strip()

@@ -1,10 +1,11 @@
 """Kafka security settings: one object that every client is built from.
 
 Owns :class:`KafkaSecurity` (security protocol, SASL mechanism and credentials,
-TLS files) and :class:`Secret` (a string that never shows itself in a ``repr``,
-a log line or an error). :meth:`KafkaSecurity.client_kwargs` turns the settings
-into the keyword arguments every aiokafka client takes (producer, consumer and
-admin alike), building the :class:`ssl.SSLContext` once.
+TLS files); its passwords are :class:`~turnstream.config.Secret` (re-exported
+here), never shown in a ``repr``, a log line or an error.
+:meth:`KafkaSecurity.client_kwargs` turns the settings into the keyword
+arguments every aiokafka client takes (producer, consumer and admin alike),
+building the :class:`ssl.SSLContext` once.
 
 Part of ``turnstream.kafka``; it does not import aiokafka itself (the TLS
 context is built with the standard library), and it must not import the
@@ -15,16 +16,14 @@ nothing here reads the environment.
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Final
 
+from turnstream.config import Secret
 from turnstream.errors import ConfigError
 
 __all__ = ["KafkaSecurity", "SaslMechanism", "Secret", "SecurityProtocol"]
-
-_MASK: Final = "********"
 
 
 class SecurityProtocol(StrEnum):
@@ -42,29 +41,6 @@ class SaslMechanism(StrEnum):
     PLAIN = "PLAIN"
     SCRAM_SHA_256 = "SCRAM-SHA-256"
     SCRAM_SHA_512 = "SCRAM-SHA-512"
-
-
-@dataclass(frozen=True, slots=True)
-class Secret:
-    """A secret string: ``repr``/``str`` show a mask, never the value.
-
-    Call :meth:`reveal` at the one place the value is handed to a client.
-    """
-
-    _value: str = field(repr=False)
-
-    def reveal(self) -> str:
-        """The secret itself (hand it to the client, never to a log)."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Secret({_MASK})"
-
-    def __str__(self) -> str:
-        return _MASK
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
