@@ -22,18 +22,28 @@ from typing import Final
 from turnstream.errors import ConfigError
 
 __all__ = [
+    "BOOTSTRAP",
     "BOOTSTRAP_ENV",
     "BROKER_PORT_ENV",
     "DEFAULT_BOOTSTRAP",
     "KAFKA_TIMEOUT_ENV",
+    "LOG_FORMAT",
+    "LOG_LEVEL",
+    "PARTITIONS",
+    "REPLICATION_FACTOR",
     "SASL_PASSWORD_ENV",
+    "SECURITY",
     "SECURITY_ENV",
     "SSL_KEY_PASSWORD_ENV",
+    "TIMEOUT",
+    "TOPIC_PREFIX",
     "TOPIC_PREFIX_ENV",
+    "TOPIC_SUFFIX",
     "TOPIC_SUFFIX_ENV",
     "Secret",
     "Setting",
     "bootstrap_source",
+    "lookup",
     "parse_bootstrap",
     "resolve_bootstrap",
 ]
@@ -109,6 +119,10 @@ class Setting:
         maximum: the largest value the flag takes (numbers; ``None``: any).
         panel: the ``--help`` section it is listed under.
         secret: read from ``env`` only and masked (never a flag).
+        flag_reads_env: the CLI reads ``env`` into the flag's value (click's
+            ``envvar``), so the parser takes the flag as given; ``False``: the
+            parser reads the variable itself (a repeatable option's
+            comma-separated list, the bootstrap's three-way lookup).
     """
 
     name: str
@@ -116,11 +130,12 @@ class Setting:
     flags: tuple[str, ...] = ()
     default: str | int | float | bool | None = None
     help: str
-    kind: type = str
+    kind: type[object] = str
     minimum: float | None = None
     maximum: float | None = None
     panel: str | None = None
     secret: bool = False
+    flag_reads_env: bool = True
 
     def __post_init__(self) -> None:
         if self.secret and self.flags:
@@ -180,3 +195,162 @@ def resolve_bootstrap(flag: str | None, env: Mapping[str, str]) -> str:
     """
     raw, setting = bootstrap_source(flag, env)
     return parse_bootstrap(raw, setting=setting)
+
+
+# Settings several commands share, declared once. A command that shows a
+# different default copies one with ``dataclasses.replace``.
+KAFKA_PANEL: Final = "Kafka connection"
+SECURITY_PANEL: Final = "Kafka security"
+
+BOOTSTRAP = Setting(
+    name="bootstrap",
+    env=BOOTSTRAP_ENV,
+    flags=("--bootstrap", "-b"),
+    help="Kafka host:port[,host:port]; default $KAFKA_BOOTSTRAP_SERVERS, "
+    "else the local broker 127.0.0.1:19092.",
+    panel=KAFKA_PANEL,
+    flag_reads_env=False,  # resolve_bootstrap's three-way lookup reads it
+)
+TIMEOUT = Setting(
+    name="timeout",
+    env=KAFKA_TIMEOUT_ENV,
+    flags=("--timeout",),
+    default=10.0,
+    help="Seconds allowed for each Kafka call (connect, send, read).",
+    kind=float,
+    minimum=0.1,
+    panel=KAFKA_PANEL,
+)
+TOPIC_PREFIX = Setting(
+    name="topic_prefix",
+    env=TOPIC_PREFIX_ENV,
+    flags=("--topic-prefix", "--prefix"),
+    help="Prepended to every topic name (an isolated topic set).",
+    panel=KAFKA_PANEL,
+)
+TOPIC_SUFFIX = Setting(
+    name="topic_suffix",
+    env=TOPIC_SUFFIX_ENV,
+    flags=("--topic-suffix", "--suffix"),
+    help="Appended to every topic name (an isolated topic set).",
+    panel=KAFKA_PANEL,
+)
+SECURITY: Final = (
+    Setting(
+        name="security_protocol",
+        env=SECURITY_ENV["security_protocol"],
+        flags=("--security-protocol",),
+        default="PLAINTEXT",
+        help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+        panel=SECURITY_PANEL,
+    ),
+    Setting(
+        name="sasl_mechanism",
+        env=SECURITY_ENV["sasl_mechanism"],
+        flags=("--sasl-mechanism",),
+        help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; needs a SASL_* protocol.",
+        panel=SECURITY_PANEL,
+    ),
+    Setting(
+        name="sasl_username",
+        env=SECURITY_ENV["sasl_username"],
+        flags=("--sasl-username",),
+        help=f"SASL user; the password is read from {SASL_PASSWORD_ENV} only.",
+        panel=SECURITY_PANEL,
+    ),
+    Setting(
+        name="sasl_password",
+        env=SASL_PASSWORD_ENV,
+        help="The SASL password (environment only).",
+        panel=SECURITY_PANEL,
+        secret=True,
+    ),
+    Setting(
+        name="ssl_cafile",
+        env=SECURITY_ENV["ssl_cafile"],
+        flags=("--ssl-cafile",),
+        help="CA bundle (PEM) to verify the brokers with; system CAs if unset.",
+        panel=SECURITY_PANEL,
+    ),
+    Setting(
+        name="ssl_certfile",
+        env=SECURITY_ENV["ssl_certfile"],
+        flags=("--ssl-certfile",),
+        help="Client certificate (PEM), mutual TLS.",
+        panel=SECURITY_PANEL,
+    ),
+    Setting(
+        name="ssl_keyfile",
+        env=SECURITY_ENV["ssl_keyfile"],
+        flags=("--ssl-keyfile",),
+        help="The client certificate's key (PEM); its password is read from "
+        f"{SSL_KEY_PASSWORD_ENV} only.",
+        panel=SECURITY_PANEL,
+    ),
+    Setting(
+        name="ssl_key_password",
+        env=SSL_KEY_PASSWORD_ENV,
+        help="The client key's password (environment only).",
+        panel=SECURITY_PANEL,
+        secret=True,
+    ),
+)
+"""The Kafka security settings every command that talks to Kafka reads."""
+LOG_FORMAT = Setting(
+    name="log_format",
+    env="TURNSTREAM_LOG_FORMAT",
+    flags=("--log-format",),
+    default="json",
+    help="json (one object per line) or text. Logs go to stderr and never "
+    "contain message contents.",
+)
+LOG_LEVEL = Setting(
+    name="log_level",
+    env="TURNSTREAM_LOG_LEVEL",
+    flags=("--log-level",),
+    default="INFO",
+    help="DEBUG, INFO, WARNING or ERROR.",
+)
+PARTITIONS = Setting(
+    name="partitions",
+    env="TURNSTREAM_TOPIC_PARTITIONS",
+    flags=("--partitions",),
+    help="Partitions for every topic (default: infra/topics.yaml).",
+    kind=int,
+    minimum=1,
+)
+REPLICATION_FACTOR = Setting(
+    name="replication_factor",
+    env="TURNSTREAM_TOPIC_REPLICATION_FACTOR",
+    flags=("--replication-factor",),
+    help="Replication factor for every topic (default: the cluster's "
+    "default.replication.factor, else min(3, brokers); 1 on several brokers "
+    "only when given here).",
+    kind=int,
+    minimum=1,
+)
+
+
+def lookup(
+    setting: Setting, flags: Mapping[str, object], env: Mapping[str, str]
+) -> object | None:
+    """A setting's raw value: its flag, else its variable; blank counts as unset.
+
+    A flag the CLI passed as unset (``None``) whose variable the CLI reads
+    itself (:attr:`Setting.flag_reads_env`) is unset: the variable was already
+    looked at, once. A setting missing from ``flags`` (a caller without flags,
+    or one without a flag) is read from ``env``.
+    """
+    given = flags.get(setting.name)
+    if isinstance(given, str):
+        given = given.strip() or None
+    elif isinstance(given, (list, tuple)):
+        given = tuple(given) or None
+    elif given is False:
+        given = None
+    if given is not None:
+        return given
+    if setting.name in flags and setting.flag_reads_env and setting.flags:
+        return None
+    raw = env.get(setting.env, "").strip() if setting.env else ""
+    return raw or None

@@ -32,7 +32,6 @@ from turnstream.cli.settings import (
     parse_log_format,
     parse_log_level,
 )
-from turnstream.cli.signals import stop_on_signals
 from turnstream.errors import ConfigError
 from turnstream.kafka.admin.probe import check_broker, check_worker_grants
 from turnstream.kafka.connection import resolve_bootstrap
@@ -40,6 +39,7 @@ from turnstream.kafka.diagnose import principal
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.security import KafkaSecurity
 from turnstream.observability import configure_logging
+from turnstream.observability.signals import stop_on_signals
 
 __all__ = ["analytics_auth", "analytics_settings", "app"]
 
