@@ -39,6 +39,9 @@ def option(setting: Setting) -> Any:
     text = setting.help
     if setting.default not in (None, "", False):
         text = f"{text}  [default: {setting.default}]"
+    if setting.env and not setting.flag_reads_env and setting.env not in text:
+        # The parser reads this variable, so click does not name it.
+        text = f"{text}  [env var: {setting.env}]"
     return typer.Option(
         *setting.flags,
         envvar=setting.env if setting.flag_reads_env else None,
