@@ -7,11 +7,12 @@ below. Must not import aiokafka.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
-from turnstream import __version__
+from turnstream import __version__, resources
 from turnstream.cli import (
     acls,
     actor,
@@ -66,6 +67,8 @@ def _root(
     ] = False,
 ) -> None:
     set_verbose(verbose)
+    # The schemas every command's codec reads unless a setting names others.
+    resources.use_schema_dir(os.environ.get(resources.SCHEMA_DIR_ENV))
 
 
 app.add_typer(broker.app, name="broker")
