@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from turnstream.analytics.settings import SETTINGS as ANALYTICS_SETTINGS
 from turnstream.config import (
     BOOTSTRAP,
     LOG_FORMAT,
@@ -29,7 +30,7 @@ from turnstream.config import (
 )
 from turnstream.loop_actor.settings import SETTINGS as ACTOR_SETTINGS
 
-__all__ = ["DEPLOYABLES", "SHARED", "Deployable", "main", "render", "rows"]
+__all__ = ["DEPLOYABLES", "KAFKA", "SHARED", "Deployable", "main", "render", "rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,17 @@ SHARED: Final[tuple[Setting, ...]] = (
 )
 """Settings several commands take, listed once in their own table."""
 
-DEPLOYABLES: Final = (Deployable("The loop actor", ("actor", "run"), ACTOR_SETTINGS),)
+KAFKA: Final = (BOOTSTRAP, TIMEOUT, TOPIC_PREFIX, TOPIC_SUFFIX, *SECURITY)
+"""The Kafka option group of every command that talks to Kafka."""
+
+DEPLOYABLES: Final = (
+    Deployable("The loop actor", ("actor", "run"), ACTOR_SETTINGS),
+    Deployable(
+        "The analytics worker",
+        ("analytics", "run"),
+        (*ANALYTICS_SETTINGS, LOG_FORMAT, LOG_LEVEL, *KAFKA),
+    ),
+)
 
 _HEADER: Final = """\
 # Settings reference
