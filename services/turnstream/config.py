@@ -123,6 +123,7 @@ class Setting:
             ``envvar``), so the parser takes the flag as given; ``False``: the
             parser reads the variable itself (a repeatable option's
             comma-separated list, the bootstrap's three-way lookup).
+        required: the command refuses to start without it.
     """
 
     name: str
@@ -136,6 +137,7 @@ class Setting:
     panel: str | None = None
     secret: bool = False
     flag_reads_env: bool = True
+    required: bool = False
 
     def __post_init__(self) -> None:
         if self.secret and self.flags:

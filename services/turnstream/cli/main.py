@@ -84,7 +84,7 @@ app.command(name="acls")(acls.acls)
 app.add_typer(loops.app, name="loops")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(traces.app, name="traces")
-app.command(name="gateway")(gateway.gateway)
+app.command(name="gateway", epilog=gateway.gateway_epilog)(gateway.gateway)
 
 
 def main() -> None:

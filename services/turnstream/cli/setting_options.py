@@ -55,14 +55,16 @@ def option(setting: Setting) -> Any:
 
 def annotated(setting: Setting) -> Any:
     """The annotation of a command parameter that takes ``setting``."""
-    return Annotated[_TYPES[setting.kind], option(setting)]
+    kind = setting.kind if setting.required else _TYPES[setting.kind]
+    return Annotated[kind, option(setting)]
 
 
 def _parameter(setting: Setting) -> inspect.Parameter:
+    default: object = False if setting.kind is bool else None
     return inspect.Parameter(
         setting.name,
         inspect.Parameter.KEYWORD_ONLY,
-        default=False if setting.kind is bool else None,
+        default=inspect.Parameter.empty if setting.required else default,
         annotation=annotated(setting),
     )
 

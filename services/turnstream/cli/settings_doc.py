@@ -28,6 +28,8 @@ from turnstream.config import (
     TOPIC_SUFFIX,
     Setting,
 )
+from turnstream.gateway.settings import KAFKA as GATEWAY_KAFKA
+from turnstream.gateway.settings import SETTINGS as GATEWAY_SETTINGS
 from turnstream.loop_actor.settings import SETTINGS as ACTOR_SETTINGS
 
 __all__ = ["DEPLOYABLES", "KAFKA", "SHARED", "Deployable", "main", "render", "rows"]
@@ -65,6 +67,7 @@ DEPLOYABLES: Final = (
         ("analytics", "run"),
         (*ANALYTICS_SETTINGS, LOG_FORMAT, LOG_LEVEL, *KAFKA),
     ),
+    Deployable("The HTTP gateway", ("gateway",), (*GATEWAY_SETTINGS, *GATEWAY_KAFKA)),
 )
 
 _HEADER: Final = """\

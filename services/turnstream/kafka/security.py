@@ -9,21 +9,37 @@ building the :class:`ssl.SSLContext` once.
 
 Part of ``turnstream.kafka``; it does not import aiokafka itself (the TLS
 context is built with the standard library), and it must not import the
-runtime or the wire codec. Secrets are read by composition roots and handed in;
-nothing here reads the environment.
+runtime or the wire codec. :func:`parse_security` reads the settings from
+flags and an environment mapping passed in (the passwords from the environment
+only); nothing here reads ``os.environ``.
 """
 
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from turnstream.config import Secret
+from turnstream.config import (
+    SASL_PASSWORD_ENV,
+    SECURITY,
+    SSL_KEY_PASSWORD_ENV,
+    Secret,
+    lookup,
+)
 from turnstream.errors import ConfigError
 
-__all__ = ["KafkaSecurity", "SaslMechanism", "Secret", "SecurityProtocol"]
+__all__ = [
+    "KafkaSecurity",
+    "SaslMechanism",
+    "Secret",
+    "SecurityProtocol",
+    "parse_security",
+]
+
+_BY_NAME = {s.name: s for s in SECURITY}
 
 
 class SecurityProtocol(StrEnum):
@@ -188,6 +204,60 @@ class KafkaSecurity:
                 self.sasl_password.reveal() if self.sasl_password else None
             )
         return kwargs
+
+
+def _secret(variable: str, env: Mapping[str, str]) -> Secret | None:
+    value = env.get(variable, "").strip()
+    return Secret(value) if value else None
+
+
+def parse_security(
+    flags: Mapping[str, object], env: Mapping[str, str]
+) -> KafkaSecurity:
+    """Kafka security settings: each from its flag, else its variable.
+
+    Args:
+        flags: flag values by setting name (``security_protocol``,
+            ``sasl_mechanism``, ``sasl_username``, ``ssl_cafile``, ``ssl_certfile``,
+            ``ssl_keyfile``); see :func:`turnstream.config.lookup`.
+        env: the environment (``TURNSTREAM_KAFKA_*``; the SASL and TLS key
+            passwords are read from here only).
+
+    Raises:
+        ConfigError: an unknown protocol or mechanism, or an incomplete or
+            inconsistent combination (the message names the setting, never a
+            secret's value).
+    """
+
+    def get(name: str) -> str | None:
+        raw = lookup(_BY_NAME[name], flags, env)
+        return None if raw is None else str(raw)
+
+    def path(name: str) -> Path | None:
+        raw = get(name)
+        return Path(raw) if raw else None
+
+    protocol = get("security_protocol")
+    mechanism = get("sasl_mechanism")
+    try:
+        protocol_value = (
+            SecurityProtocol(protocol.upper())
+            if protocol
+            else SecurityProtocol.PLAINTEXT
+        )
+        mechanism_value = SaslMechanism(mechanism.upper()) if mechanism else None
+    except ValueError as exc:
+        raise ConfigError("security", f"unknown protocol or mechanism: {exc}") from None
+    return KafkaSecurity(
+        protocol=protocol_value,
+        sasl_mechanism=mechanism_value,
+        sasl_username=get("sasl_username"),
+        sasl_password=_secret(SASL_PASSWORD_ENV, env),
+        ssl_cafile=path("ssl_cafile"),
+        ssl_certfile=path("ssl_certfile"),
+        ssl_keyfile=path("ssl_keyfile"),
+        ssl_key_password=_secret(SSL_KEY_PASSWORD_ENV, env),
+    )
 
 
 def _encrypted_key(path: Path) -> bool:

@@ -40,7 +40,7 @@ from turnstream.config import (
     resolve_bootstrap,
 )
 from turnstream.errors import ConfigError
-from turnstream.kafka.security import KafkaSecurity, SaslMechanism, SecurityProtocol
+from turnstream.kafka.security import KafkaSecurity, parse_security
 from turnstream.loop_actor.gc_policy import DEFAULT_GC_THRESHOLD
 from turnstream.loop_actor.metrics_http import DEFAULT_METRICS_PORT, MetricsEndpoint
 from turnstream.loop_actor.model_choice import (
@@ -273,7 +273,6 @@ SETTINGS: Final[tuple[Setting, ...]] = (
 """Every setting of ``turnstream actor run``, in ``--help`` order."""
 
 _BY_NAME: Final = {s.name: s for s in SETTINGS}
-_SECURITY_BY_NAME: Final = {s.name: s for s in SECURITY}
 
 _BOOLEANS = {
     "true": True,
@@ -437,55 +436,6 @@ class ActorSettings:
 def _secret(setting: Setting, env: Mapping[str, str]) -> Secret | None:
     value = (env.get(setting.env, "") if setting.env else "").strip()
     return Secret(value) if value else None
-
-
-def parse_security(
-    flags: Mapping[str, object], env: Mapping[str, str]
-) -> KafkaSecurity:
-    """Kafka security settings: each from its flag, else its variable.
-
-    Args:
-        flags: flag values by setting name (``security_protocol``,
-            ``sasl_mechanism``, ``sasl_username``, ``ssl_cafile``, ``ssl_certfile``,
-            ``ssl_keyfile``); see :func:`turnstream.config.lookup`.
-        env: the environment (``TURNSTREAM_KAFKA_*``; the SASL and TLS key
-            passwords are read from here only).
-
-    Raises:
-        ConfigError: an unknown protocol or mechanism, or an incomplete or
-            inconsistent combination (the message names the setting, never a
-            secret's value).
-    """
-
-    def get(name: str) -> str | None:
-        raw = lookup(_SECURITY_BY_NAME[name], flags, env)
-        return None if raw is None else str(raw)
-
-    def path(name: str) -> Path | None:
-        raw = get(name)
-        return Path(raw) if raw else None
-
-    protocol = get("security_protocol")
-    mechanism = get("sasl_mechanism")
-    try:
-        protocol_value = (
-            SecurityProtocol(protocol.upper())
-            if protocol
-            else SecurityProtocol.PLAINTEXT
-        )
-        mechanism_value = SaslMechanism(mechanism.upper()) if mechanism else None
-    except ValueError as exc:
-        raise ConfigError("security", f"unknown protocol or mechanism: {exc}") from None
-    return KafkaSecurity(
-        protocol=protocol_value,
-        sasl_mechanism=mechanism_value,
-        sasl_username=get("sasl_username"),
-        sasl_password=_secret(_SECURITY_BY_NAME["sasl_password"], env),
-        ssl_cafile=path("ssl_cafile"),
-        ssl_certfile=path("ssl_certfile"),
-        ssl_keyfile=path("ssl_keyfile"),
-        ssl_key_password=_secret(_SECURITY_BY_NAME["ssl_key_password"], env),
-    )
 
 
 class _Reader:
