@@ -8,7 +8,8 @@ deployable declares its settings once with :class:`Setting` (in its own
 ``settings`` module); the CLI generates its options and ``docs/settings.md``
 its tables from those declarations.
 
-A leaf: imports only the standard library and :mod:`turnstream.errors`; reads
+A leaf: imports only the standard library, :mod:`turnstream.errors` and
+:mod:`turnstream.resources` (the schema directory's variable); reads
 the environment only from the mapping passed in.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from turnstream.errors import ConfigError
+from turnstream.resources import SCHEMA_DIR_ENV
 
 __all__ = [
     "BOOTSTRAP",
@@ -320,6 +322,12 @@ PARTITIONS = Setting(
     help="Partitions for every topic (default: infra/topics.yaml).",
     kind=int,
     minimum=1,
+)
+SCHEMA_DIR = Setting(
+    name="schema_dir",
+    env=SCHEMA_DIR_ENV,
+    flags=("--schema-dir",),
+    help="Avro schema directory (default: the packaged one).",
 )
 REPLICATION_FACTOR = Setting(
     name="replication_factor",

@@ -28,6 +28,7 @@ from turnstream.config import (
     DEFAULT_BOOTSTRAP,
     PARTITIONS,
     REPLICATION_FACTOR,
+    SCHEMA_DIR,
     Setting,
     bootstrap_source,
 )
@@ -145,12 +146,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "faust data directory.",
         default="var/analytics",
     ),
-    _own(
-        "schema_dir",
-        "--schema-dir",
-        "TURNSTREAM_SCHEMA_DIR",
-        "Avro schema directory (default: the packaged one).",
-    ),
+    dataclasses.replace(SCHEMA_DIR, flag_reads_env=False),
     _own(
         "guarantee",
         "--guarantee",

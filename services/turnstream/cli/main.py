@@ -30,6 +30,7 @@ from turnstream.cli import (
     traces,
 )
 from turnstream.cli._common import set_verbose
+from turnstream.config import SCHEMA_DIR, lookup
 
 __all__ = ["app", "main"]
 
@@ -68,7 +69,8 @@ def _root(
 ) -> None:
     set_verbose(verbose)
     # The schemas every command's codec reads unless a setting names others.
-    resources.use_schema_dir(os.environ.get(resources.SCHEMA_DIR_ENV))
+    chosen = lookup(SCHEMA_DIR, {}, os.environ)
+    resources.use_schema_dir(None if chosen is None else str(chosen))
 
 
 app.add_typer(broker.app, name="broker")

@@ -22,6 +22,7 @@ from turnstream.config import (
     LOG_LEVEL,
     PARTITIONS,
     REPLICATION_FACTOR,
+    SCHEMA_DIR,
     SECURITY,
     TIMEOUT,
     TOPIC_PREFIX,
@@ -52,6 +53,7 @@ SHARED: Final[tuple[Setting, ...]] = (
     *SECURITY,
     PARTITIONS,
     REPLICATION_FACTOR,
+    SCHEMA_DIR,
     LOG_FORMAT,
     LOG_LEVEL,
 )
@@ -152,7 +154,7 @@ def render() -> str:
             f"The shared settings below apply too.\n\n{rows(own(deployable))}\n"
         )
     parts.append(
-        "## Shared: Kafka connection, security, topics and logs\n\n"
+        "## Shared: Kafka connection, security, topics, schemas and logs\n\n"
         "Every command that talks to Kafka takes the connection and security "
         "settings; the deployables above take all of them.\n\n"
         f"{rows(SHARED, _shared_notes())}\n"
