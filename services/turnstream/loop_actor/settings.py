@@ -474,8 +474,11 @@ class _Reader:
 
     def names(self, name: str) -> tuple[str, ...] | None:
         raw = self.raw(name)
-        items = raw.split(",") if isinstance(raw, str) else raw or ()
-        kept = tuple(str(a).strip() for a in items if str(a).strip())  # type: ignore[attr-defined]
+        if isinstance(raw, str):
+            items: list[str] = raw.split(",")  # the variable: comma-separated
+        else:
+            items = [str(a) for a in raw] if isinstance(raw, (list, tuple)) else []
+        kept = tuple(a.strip() for a in items if a.strip())
         return kept or None
 
 
