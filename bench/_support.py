@@ -56,6 +56,8 @@ from turnstream.wire import Codec, default_codec
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
+# The lab scripts' output: scratch, not committed (results/ holds what is cited).
+LAB_OUT_DIR = ROOT / "bench" / "lab" / "out"
 TOPICS_YAML = ROOT / "infra" / "topics.yaml"
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 

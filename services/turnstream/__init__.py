@@ -24,7 +24,7 @@ An application that talks to loops over Kafka imports from here (or from
 (``submit``, ``submit_and_wait``, ``submit_turn``, ``subscribe_events``,
 ``replay``), :class:`JournalConsumer` for downstream services, the typed events
 and :func:`unmarshal_event`; see ``turnstream.client`` for the table of
-contents and the README's "Use it from Python". An embedded application needs
+contents and docs/client.md, "Use it from Python". An embedded application needs
 ``turnstream.runtime.LocalSession``. ``__version__`` is the installed version.
 
 The client names load on first use (PEP 562), so importing a leaf such as

@@ -1,7 +1,7 @@
 """The Python client of turnstream: everything an application that talks to loops needs.
 
 ``from turnstream.client import ...`` (or the same names from ``turnstream``)
-gives one import surface; the README's "Use it from Python" walks through it.
+gives one import surface; docs/client.md, "Use it from Python", walks through it.
 A composition facade: it re-exports, defines only :func:`connect`, and sits
 above the adapters it gathers (never imported by them).
 

@@ -13,7 +13,7 @@ become visible ``read_committed`` (a hanging transaction would hold the last sta
 offset back and hide them).
 
 The stall per kill (the longest gap between committed events after it, and the
-slowest submit-to-answer time) is printed, for the README's figures.
+slowest submit-to-answer time) is printed, for docs/cluster.md's figures.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""A processor written from the analytics README gets every faust fix.
+"""A processor written from the analytics guide gets every faust fix.
 
-The README's "Writing your own processor" code block is executed as written,
-with only its app id and alerts topic replaced by per-test names, against the
-real broker. The settings come from the environment the README names
+``docs/analytics.md``'s "Writing your own processor" code block is executed as
+written, with only its app id and alerts topic replaced by per-test names, against
+the real broker. The settings come from the environment the guide names
 (``KAFKA_BOOTSTRAP_SERVERS``, ``TURNSTREAM_ANALYTICS_EVENTS_TOPIC``), and the
 journal has 2 partitions, not the topic set's 3: the processor must read the
 count from the topic. The journal holds committed failure streaks and an
@@ -41,14 +41,14 @@ pytestmark = [
     ),
 ]
 
-README = Path(__file__).resolve().parents[2] / "services/turnstream/analytics/README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs/analytics.md"
 FAILED, DONE = TerminalKind.FAILED, TerminalKind.DONE
 IO_TIMEOUT = 20.0
 
 
 def recipe() -> str:
-    """The README's processor code block (the one that calls ``build_app``)."""
-    text = README.read_text(encoding="utf-8")
+    """The guide's processor code block (the one that calls ``build_app``)."""
+    text = GUIDE.read_text(encoding="utf-8")
     section = text.split("## Writing your own processor", 1)[1]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
     (code,) = [b for b in blocks if "build_app(" in b]
@@ -133,7 +133,7 @@ async def test_processor_from_the_readme_recipe_gets_every_fix(
     code = code.replace('"my.alerts"', repr(alerts_topic))
 
     namespace: dict[str, Any] = {}
-    exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - the README's own code
+    exec(compile(code, str(GUIDE), "exec"), namespace)  # noqa: S102 - the guide's own code
     streak = namespace["streak"]
     assert isinstance(streak.app.transport, FixedTransport)
     assert type(streak.app.flow_control).__name__ == "_QueueKeepingFlowControl"

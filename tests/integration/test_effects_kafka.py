@@ -19,30 +19,29 @@ committed call that ran has exactly one.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 import pytest
-from tests.support.actors import ActorFleet, ActorProcess
-from tests.support.eventually import assert_eventually
 from tests.support.kafka import consume_all, create_topic
 from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an autouse fixture
-    apply_topic_set,
     check_journal,
     collect_garbage,
     collect_garbage_late,
-    connect,
-    delete_topic_set,
     read_all,
-    unique_prefix,
+)
+from tests.support.resume_fleet import (
+    held_at_step,
+    ledger_column,
+    owner_and_standby,
+    resume_fleet,
+    resume_topics,
+    turn_ended,
 )
 
 from turnstream.content import ToolResultMessage, text_of
 from turnstream.events import EnduringEvent, StepDone, TurnDone, TurnResumed
 from turnstream.ids import LoopId
-from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.tools import OUTCOME_UNKNOWN
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -50,92 +49,35 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
 AGENTS = "tests.support.resume_agents"
 
 
-@contextlib.asynccontextmanager
-async def _fleet(bootstrap: str, prefix: str) -> AsyncIterator[ActorFleet]:
-    fleet = ActorFleet(
-        bootstrap,
-        prefix,
-        extra=("--session-timeout-ms", "6000", "--commit-deadline", "20"),
-    )
-    try:
-        yield fleet
-    finally:
-        await fleet.close()
-
-
-async def _owner_and_standby(
-    fleet: ActorFleet, agent: str, env: dict[str, str]
-) -> tuple[ActorProcess, ActorProcess]:
-    first = await fleet.spawn("--agent", f"{AGENTS}:{agent}", env=env)
-
-    async def ready() -> None:
-        assert first.partitions == {0}, fleet.tails()
-
-    await assert_eventually(ready, timeout=90, message="first actor not ready")
-    second = await fleet.spawn("--agent", f"{AGENTS}:{agent}", env=env)
-
-    async def joined() -> None:
-        fleet.note_exits()
-        assert fleet.self_exits == [], fleet.self_exits
-        assert second.partitions == set(), fleet.tails()
-
-    await assert_eventually(joined, timeout=90, message="the standby never joined")
-    return first, second
-
-
-async def _loop_events(
-    bootstrap: str, topics: TopicNames, loop_id: UUID
-) -> list[EnduringEvent]:
-    entries = await read_all(bootstrap, topics, 1)
-    return [e.event for e in entries if e.loop_id == loop_id]
-
-
 async def _killed_between_staging_and_commit(
     kafka_bootstrap: str, tmp_path: Path, agent: str
 ) -> tuple[list[EnduringEvent], list[tuple[str, str]], list[str]]:
     """Run the turn, kill -9 at step 3's hold; (journal, effects, ledger)."""
-    prefix = unique_prefix(f"effects-{agent}")
-    topics = await apply_topic_set(kafka_bootstrap, prefix, partitions=1)
-    effect_topic = f"{prefix}effects"
-    await create_topic(kafka_bootstrap, effect_topic, partitions=3)
-    session = await connect(kafka_bootstrap, topics)
-    env = {
-        "RESUME_LEDGER_DIR": str(tmp_path),
-        "RESUME_HOLD_AT": "3",
-        "RESUME_EFFECT_TOPIC": effect_topic,
-    }
-    try:
-        async with _fleet(kafka_bootstrap, prefix) as fleet:
-            owner, _ = await _owner_and_standby(fleet, agent, env)
+    async with resume_topics(kafka_bootstrap, f"effects-{agent}") as topics:
+        effect_topic = f"{topics.prefix}effects"
+        await create_topic(kafka_bootstrap, effect_topic, partitions=3)
+        env = {
+            "RESUME_LEDGER_DIR": str(tmp_path),
+            "RESUME_HOLD_AT": "3",
+            "RESUME_EFFECT_TOPIC": effect_topic,
+        }
+        async with resume_fleet(kafka_bootstrap, topics.prefix) as fleet:
+            owner, _ = await owner_and_standby(fleet, f"{AGENTS}:{agent}", env)
             loop_id = LoopId(uuid4())
-            command = await session.submit("go", loop_id=loop_id)
-
-            async def held() -> None:
-                assert (tmp_path / "held").exists(), fleet.tails()
-                events = await _loop_events(kafka_bootstrap, topics, loop_id)
-                assert sum(isinstance(e, StepDone) for e in events) == 2
-
-            await assert_eventually(held, timeout=60, interval=0.2)
+            command = await topics.session.submit("go", loop_id=loop_id)
+            await held_at_step(
+                fleet, kafka_bootstrap, topics.names, loop_id, tmp_path, step=3
+            )
             await fleet.kill(owner)  # step 3 staged its record; nothing committed
-
-            async def ended() -> list[EnduringEvent]:
-                events = await _loop_events(kafka_bootstrap, topics, loop_id)
-                assert any(e.ends_turn() for e in events), fleet.tails()
-                return events
-
-            events = await assert_eventually(ended, timeout=120, interval=0.5)
-        check_journal(await read_all(kafka_bootstrap, topics, 1), [command])
+            events = await turn_ended(kafka_bootstrap, topics.names, loop_id, fleet)
+        check_journal(await read_all(kafka_bootstrap, topics.names, 1), [command])
         committed = await consume_all(
             kafka_bootstrap, effect_topic, isolation_level="read_committed"
         )
         effects = [
             ((r.key or b"").decode(), (r.value or b"").decode()) for r in committed
         ]
-        ledger = (tmp_path / "ledger").read_text().splitlines()
-        return events, effects, [line.split()[1] for line in ledger]
-    finally:
-        await session.close()
-        await delete_topic_set(kafka_bootstrap, prefix)
+        return events, effects, ledger_column(tmp_path, 1)
 
 
 def _committed_calls(events: list[EnduringEvent]) -> list[tuple[str, str]]:

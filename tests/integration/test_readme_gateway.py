@@ -1,8 +1,8 @@
-"""The README's gateway sample runs as written, against ``turnstream gateway``.
+"""The client guide's gateway sample runs as written, against ``turnstream gateway``.
 
 The ``turnstream gateway`` command runs as a child process (the console entry
 point, ``--keepalive 1``) on a fresh topic set served by an in-process loop actor
-with the demo model; the README's ``sh`` block marked for this test runs in bash
+with the demo model; ``docs/client.md``'s ``sh`` block marked for this test runs in bash
 with ``$GATEWAY`` and ``$TOKEN`` set. What it wrote is checked: the first stream
 read to ``TurnDone``; the reconnect with ``Last-Event-ID`` got exactly the events
 after the third one (same ids, same order); the loop's state says one turn, idle.
@@ -36,7 +36,7 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(180)]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs/client.md"
 _BLOCK = re.compile(
     r"<!-- run by tests/integration/test_readme_gateway.py[^>]*-->\n```sh\n(.*?)^```",
     re.DOTALL | re.MULTILINE,
@@ -59,7 +59,7 @@ def _types(text: str) -> list[str]:
 
 
 async def test_readme_gateway_sample_runs(kafka_bootstrap: str, tmp_path: Path) -> None:
-    (block,) = _BLOCK.findall(README.read_text(encoding="utf-8"))
+    (block,) = _BLOCK.findall(GUIDE.read_text(encoding="utf-8"))
     prefix = unique_prefix("readme-gw")
     topics = await apply_topic_set(kafka_bootstrap, prefix, partitions=1)
     (tmp_path / "tokens.txt").write_text(f"alice {TOKEN}\n", encoding="utf-8")

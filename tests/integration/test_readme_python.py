@@ -1,6 +1,6 @@
-"""Every Python sample of the README runs, in order, against the real broker.
+"""Every Python sample of the client guide runs, in order, against the real broker.
 
-The ```python blocks are extracted from ``README.md`` and executed one after the
+The ```python blocks are extracted from ``docs/client.md`` and executed one after the
 other in one namespace (as a reader pasting them into one file would), in a
 worker thread (each calls ``asyncio.run``) while an in-process loop actor with the
 demo model serves a fresh topic set. The samples read ``KAFKA_BOOTSTRAP_SERVERS``
@@ -31,15 +31,15 @@ from tests.support.kafka_harness import (  # noqa: F401 - collect_garbage is an 
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(240)]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs/client.md"
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 def python_blocks() -> list[str]:
-    return _BLOCK.findall(README.read_text(encoding="utf-8"))
+    return _BLOCK.findall(GUIDE.read_text(encoding="utf-8"))
 
 
-def test_readme_has_the_python_samples() -> None:
+def test_client_guide_has_the_python_samples() -> None:
     """The section exists: produce, retry, stream, consume, decode."""
     blocks = python_blocks()
     assert len(blocks) >= 5
@@ -78,8 +78,8 @@ def _run_all(blocks: list[str]) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         for number, block in enumerate(blocks, 1):
-            code = compile(block, f"README.md python block {number}", "exec")
-            exec(code, namespace)  # noqa: S102 - the README's own samples
+            code = compile(block, f"docs/client.md python block {number}", "exec")
+            exec(code, namespace)  # noqa: S102 - the guide's own samples
     return out.getvalue()
 
 

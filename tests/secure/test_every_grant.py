@@ -108,7 +108,7 @@ CASES = [
 # Grants whose absence the command survives on purpose, and the line it logs.
 RUNS_ON: dict[tuple[Role, str], str] = {
     # Deltas are live-only: turns still run and commit; clients follow the
-    # journal (README, Securing turnstream).
+    # journal (docs/security.md).
     (Role.ACTOR, "Write Topic {prefix}turnstream.deltas.v1"): "not streamed",
     # Describe serves only chat's check that an actor runs; without it chat
     # cannot tell, says so and waits for the turn.

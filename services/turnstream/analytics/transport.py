@@ -2,7 +2,7 @@
 
 Owns :func:`install_faust_fixes`, which puts six corrections to
 faust-streaming 0.15.3 on an app (each measured against the real broker; see
-the analytics README, "Known faust issues"), and :func:`adopt_partition_count`,
+docs/analytics.md, "Known faust issues"), and :func:`adopt_partition_count`,
 which reads a source topic's partition count from the broker so tables
 co-partition with it:
 

@@ -5,8 +5,8 @@ declarations (:data:`turnstream.gateway.settings.SETTINGS` and the Kafka ones);
 :func:`~turnstream.gateway.settings.parse_settings` validates them once and
 :func:`turnstream.gateway.run` does the start-up (token file, Kafka check,
 serving until SIGINT/SIGTERM). The endpoints, the error kinds and the
-event-stream format are in :mod:`turnstream.gateway.app` and the README. Must
-not import aiokafka, starlette or uvicorn itself.
+event-stream format are in :mod:`turnstream.gateway.app` and docs/client.md.
+Must not import aiokafka, starlette or uvicorn itself.
 """
 
 from __future__ import annotations

@@ -16,12 +16,11 @@ readiness is the caller's probe, as for the single node.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -264,7 +263,7 @@ class DevCluster:
             BrokerNotReadyError: the nodes run but not every broker registered.
         """
         started = time.monotonic()
-        with self._locked():
+        with process.holding_lock(self.settings.lock_path):
             missing = [b for b in self.brokers if b.running_pid() is None]
             spawned: dict[int, int] = {}
             if missing:
@@ -315,7 +314,7 @@ class DevCluster:
         Returns:
             Whether any node was running.
         """
-        with self._locked():
+        with process.holding_lock(self.settings.lock_path):
             pids = [(b, b.running_pid()) for b in self.brokers]
             live = [(b, pid) for b, pid in pids if pid is not None]
             for _, pid in live:
@@ -339,7 +338,7 @@ class DevCluster:
             BrokerStopError: it survived SIGKILL.
         """
         broker = self.node(node_id)
-        with self._locked():
+        with process.holding_lock(self.settings.lock_path):
             pid = broker.kill()
         self._progress(f"node {node_id} killed (pid {pid})")
         return pid
@@ -357,7 +356,7 @@ class DevCluster:
         """
         broker = self.node(node_id)
         started = time.monotonic()
-        with self._locked():
+        with process.holding_lock(self.settings.lock_path):
             pid = broker.running_pid()
             spawned = pid is None
             if pid is None:
@@ -375,16 +374,6 @@ class DevCluster:
         )
 
     # ------------------------------------------------------------------ steps
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.settings.state_dir.mkdir(parents=True, exist_ok=True)
-        with self.settings.lock_path.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
     @staticmethod
     def _wait_ports_released(broker: DevBroker) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import os
 import shutil
 import socket
@@ -222,7 +221,7 @@ class DevBroker:
             BrokerNotReadyError: the JVM runs but never answered an admin call.
         """
         started = self._clock()
-        with self._locked():
+        with process.holding_lock(self.settings.lock_path):
             pid = self.running_pid()
             if pid is not None:
                 self._progress(f"broker already running (pid {pid}), checking it …")
@@ -276,7 +275,7 @@ class DevBroker:
         Raises:
             BrokerStopError: the JVM survived SIGKILL.
         """
-        with self._locked():
+        with process.holding_lock(self.settings.lock_path):
             pid = self.running_pid()
             stopped = False
             if pid is not None:
@@ -294,16 +293,6 @@ class DevBroker:
             return stopped
 
     # ------------------------------------------------------------------ steps
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.settings.state_dir.mkdir(parents=True, exist_ok=True)
-        with self.settings.lock_path.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _check_same_listeners(self) -> None:
         """Refuse to 'reuse' a broker that listens elsewhere than requested."""

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import signal
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from turnstream.devbroker.errors import BrokerStopError, JavaNotFoundError
@@ -26,6 +27,7 @@ __all__ = [
     "exit_status",
     "find_java",
     "find_processes",
+    "holding_lock",
     "kill_now",
     "pid_alive",
     "port_is_free",
@@ -37,6 +39,21 @@ __all__ = [
 ]
 
 _POLL_S = 0.1
+
+
+@contextlib.contextmanager
+def holding_lock(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` (made with its folder if missing).
+
+    Serialises the CLI's start and stop calls on one broker or cluster across processes.
+    """
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def find_java(env: Mapping[str, str]) -> str:

@@ -8,7 +8,7 @@ have grown by a quarter: with hundreds of turns in flight the collector runs
 thousands of times a second and rescans the turns' live objects each time.
 The deployable raises the first threshold (default 10,000): with
 ``bench/scale_bench.py --processes 1`` (one ``python -m turnstream.loop_actor``
-process, 1,000 turns, three interleaved rounds, ``bench/results/gc-threshold/``)
+process, 1,000 turns, three interleaved rounds, ``bench/results/history/gc-threshold/``)
 a turn cost 1.47-1.52 CPU ms at CPython's 700 and 1.26-1.42 at 10,000. Garbage
 in reference cycles lives a little longer (at most 10,000 allocations more);
 full collections, the only long pauses, become rarer, not more frequent.

@@ -15,7 +15,7 @@ import asyncio
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack
-from typing import Protocol
+from typing import Protocol, Self
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_READ_TIMEOUT",
     "DEFAULT_STREAM_TIMEOUT",
     "DEFAULT_WRITE_TIMEOUT",
+    "HttpModelClient",
     "JsonObject",
     "ModelTimeouts",
     "Secret",
@@ -343,3 +344,63 @@ def check_base_url(base_url: str) -> str:
 def display_url(url: str) -> str:
     """``url`` without any user-info part, fit for a repr or a log line."""
     return str(httpx.URL(url).copy_with(username=None, password=None))
+
+
+class HttpModelClient:
+    """What every HTTP model client shares: label, default model, transport, life.
+
+    A subclass adds its dialect: ``stream`` (the URL, headers and parser) and the
+    request body.
+
+    Raises:
+        ConfigError: an empty model name or a base URL that is not http(s).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        name: str,
+        secret: Secret | None,
+        timeouts: ModelTimeouts | None,
+        http: httpx.AsyncClient | None,
+    ) -> None:
+        if not model:
+            raise ConfigError("model", "a model name is required")
+        self._base_url = check_base_url(base_url)
+        self._model = model
+        self._name = name
+        self._secret = secret
+        self._transport = SseTransport(
+            provider=name,
+            timeouts=timeouts or ModelTimeouts(),
+            secret=secret,
+            http=http,
+        )
+
+    @property
+    def name(self) -> str:
+        """The provider label (no secrets)."""
+        return self._name
+
+    @property
+    def model(self) -> str:
+        """The model used when a request names none."""
+        return self._model
+
+    async def aclose(self) -> None:
+        """Close the owned connection pool (a no-op for an injected client)."""
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self._name!r}, "
+            f"base_url={display_url(self._base_url)!r}, model={self._model!r})"
+        )

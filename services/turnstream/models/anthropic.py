@@ -36,12 +36,10 @@ from turnstream.content import (
 from turnstream.errors import ConfigError
 from turnstream.models._anthropic_stream import SIGNATURE_FORMAT, EventParser
 from turnstream.models._http import (
+    HttpModelClient,
     JsonObject,
     ModelTimeouts,
     Secret,
-    SseTransport,
-    check_base_url,
-    display_url,
     parse_json_object,
 )
 from turnstream.models._sse import ProtocolFault
@@ -63,7 +61,7 @@ DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when a request sets none (the API requires one)."""
 
 
-class AnthropicMessagesClient:
+class AnthropicMessagesClient(HttpModelClient):
     """A :class:`~turnstream.runtime.model_client.ModelClient` for the Messages API.
 
     Args:
@@ -97,36 +95,23 @@ class AnthropicMessagesClient:
     ) -> None:
         if not api_key:
             raise ConfigError("api_key", "an Anthropic API key is required")
-        if not model:
-            raise ConfigError("model", "a model name is required")
+        self._key = Secret(api_key)
+        super().__init__(
+            base_url=base_url,
+            model=model,
+            name=name,
+            secret=self._key,
+            timeouts=timeouts,
+            http=http,
+        )
         if max_tokens < 1:
             raise ConfigError("max_tokens", "must be positive")
         if thinking_budget is not None and not 0 < thinking_budget < max_tokens:
             raise ConfigError(
                 "thinking_budget", "must be positive and below max_tokens"
             )
-        self._base_url = check_base_url(base_url)
-        self._model = model
-        self._name = name
-        self._secret = Secret(api_key)
         self._max_tokens = max_tokens
         self._thinking_budget = thinking_budget
-        self._transport = SseTransport(
-            provider=name,
-            timeouts=timeouts or ModelTimeouts(),
-            secret=self._secret,
-            http=http,
-        )
-
-    @property
-    def name(self) -> str:
-        """The provider label (no secrets)."""
-        return self._name
-
-    @property
-    def model(self) -> str:
-        """The model used when a request names none."""
-        return self._model
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one message: chunks, then a StreamEnd.
@@ -137,27 +122,11 @@ class AnthropicMessagesClient:
         return self._transport.stream(
             url=f"{self._base_url}/v1/messages",
             headers={
-                "x-api-key": self._secret.reveal(),
+                "x-api-key": self._key.reveal(),
                 "anthropic-version": ANTHROPIC_VERSION,
             },
             build_body=lambda: self._body(request),
             parser=EventParser(),
-        )
-
-    async def aclose(self) -> None:
-        """Close the owned connection pool (a no-op for an injected client)."""
-        await self._transport.aclose()
-
-    async def __aenter__(self) -> AnthropicMessagesClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    def __repr__(self) -> str:
-        return (
-            f"AnthropicMessagesClient(name={self._name!r}, "
-            f"base_url={display_url(self._base_url)!r}, model={self._model!r})"
         )
 
     def _body(self, request: ModelRequest) -> JsonObject:

@@ -31,14 +31,11 @@ from turnstream.content import (
     UserMessage,
     text_of,
 )
-from turnstream.errors import ConfigError
 from turnstream.models._http import (
+    HttpModelClient,
     JsonObject,
     ModelTimeouts,
     Secret,
-    SseTransport,
-    check_base_url,
-    display_url,
     parse_json_object,
 )
 from turnstream.models._openai_stream import ChunkParser
@@ -51,7 +48,7 @@ DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 """The base URL of OpenAI's own API."""
 
 
-class OpenAIChatClient:
+class OpenAIChatClient(HttpModelClient):
     """A :class:`~turnstream.runtime.model_client.ModelClient` for Chat Completions.
 
     Args:
@@ -81,29 +78,15 @@ class OpenAIChatClient:
         name: str = "openai",
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
     ) -> None:
-        if not model:
-            raise ConfigError("model", "a model name is required")
-        self._base_url = check_base_url(base_url)
-        self._model = model
-        self._name = name
-        self._secret = Secret(api_key) if api_key else None
-        self._max_tokens_field = max_tokens_field
-        self._transport = SseTransport(
-            provider=name,
-            timeouts=timeouts or ModelTimeouts(),
-            secret=self._secret,
+        super().__init__(
+            base_url=base_url,
+            model=model,
+            name=name,
+            secret=Secret(api_key) if api_key else None,
+            timeouts=timeouts,
             http=http,
         )
-
-    @property
-    def name(self) -> str:
-        """The provider label (no secrets)."""
-        return self._name
-
-    @property
-    def model(self) -> str:
-        """The model used when a request names none."""
-        return self._model
+        self._max_tokens_field = max_tokens_field
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one completion: chunks, then a StreamEnd.
@@ -119,22 +102,6 @@ class OpenAIChatClient:
             headers=headers,
             build_body=lambda: self._body(request),
             parser=ChunkParser(),
-        )
-
-    async def aclose(self) -> None:
-        """Close the owned connection pool (a no-op for an injected client)."""
-        await self._transport.aclose()
-
-    async def __aenter__(self) -> OpenAIChatClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    def __repr__(self) -> str:
-        return (
-            f"OpenAIChatClient(name={self._name!r}, "
-            f"base_url={display_url(self._base_url)!r}, model={self._model!r})"
         )
 
     def _body(self, request: ModelRequest) -> JsonObject:

@@ -108,7 +108,7 @@ class TurnTrace:
 
 # A turn's records name a handful of spans, each many times (every event record
 # of the turn, every child span's parent): hashing and formatting once each is
-# most of what tracing costs the event loop (bench/profile_tracing_embedded.py).
+# most of what tracing costs the event loop (bench/lab/profile_tracing_embedded.py).
 _ID_CACHE = 4096
 
 

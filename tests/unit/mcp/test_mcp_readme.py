@@ -1,4 +1,4 @@
-"""The README's "MCP tools" samples run as written.
+"""The agents guide's "MCP tools" samples run as written.
 
 The first sample is written to ``calc_server.py`` in a fresh directory, the
 second is executed there; the agent it defines then runs a turn on the
@@ -19,14 +19,14 @@ from turnstream.mcp import McpConnection
 from turnstream.runtime import Agent, AgentHost
 from turnstream.testing import ScriptedModel, call, open_rig, text_step, tool_step
 
-README = Path(__file__).resolve().parents[3] / "README.md"
-_SECTION = re.compile(r"^## MCP tools\n(.*?)^## ", re.DOTALL | re.MULTILINE)
+GUIDE = Path(__file__).resolve().parents[3] / "docs/agents.md"
+_SECTION = re.compile(r"^## MCP tools\n(.*?)(?=^## |\Z)", re.DOTALL | re.MULTILINE)
 _BLOCK = re.compile(r"^```py\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 def samples() -> list[str]:
-    section = _SECTION.search(README.read_text(encoding="utf-8"))
-    assert section is not None, "README has no '## MCP tools' section"
+    section = _SECTION.search(GUIDE.read_text(encoding="utf-8"))
+    assert section is not None, "docs/agents.md has no '## MCP tools' section"
     return _BLOCK.findall(section.group(1))
 
 
@@ -37,7 +37,7 @@ async def test_readme_mcp_samples_run_a_turn(
     (tmp_path / "calc_server.py").write_text(server_code, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": "readme_mcp"}
-    exec(compile(agent_code, "README.md MCP tools sample", "exec"), namespace)  # noqa: S102 - the README's own sample
+    exec(compile(agent_code, "docs/agents.md MCP tools sample", "exec"), namespace)  # noqa: S102 - the guide's own sample
     agent = namespace["support"]
     assert isinstance(agent, Agent)
     assert [t.spec.name for t in agent.tools] == ["add", "multiply"]

@@ -1,8 +1,9 @@
-"""Every metric the actor exports: rendered with a value, and listed in the README.
+"""Every metric the actor exports: rendered with a value, and listed in the docs.
 
 ``service_registry`` over a :class:`ServiceMetrics` whose every field holds a
-distinct value must render exactly those values, and the README's ``/metrics``
-table must name exactly the rendered families, with their type, unit and labels.
+distinct value must render exactly those values, and ``docs/operations.md``'s
+``/metrics`` table must name exactly the rendered families, with their type, unit
+and labels.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.observability import service_registry
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+GUIDE = Path(__file__).resolve().parents[3] / "docs/operations.md"
 Sample = tuple[str, tuple[tuple[str, str], ...]]
 
 
@@ -152,8 +153,8 @@ def test_every_exported_metric_renders_its_value() -> None:
 
 
 def readme_table() -> dict[str, tuple[str, str, str]]:
-    """name -> (type, unit, label) of the README's /metrics table."""
-    section = README.read_text().split("## Metrics (`/metrics`)", 1)[1]
+    """name -> (type, unit, label) of the operations guide's /metrics table."""
+    section = GUIDE.read_text().split("## Metrics (`/metrics`)", 1)[1]
     section = section.split("\n## ", 1)[0]
     rows: dict[str, tuple[str, str, str]] = {}
     for line in section.splitlines():
@@ -181,7 +182,7 @@ def exported_families() -> dict[str, tuple[str, str]]:
 
 
 def test_readme_lists_every_exported_metric_with_its_type_and_labels() -> None:
-    """The README table and the exporter name the same metrics, types, labels."""
+    """The guide's table and the exporter name the same metrics, types, labels."""
     table = readme_table()
     families = exported_families()
 

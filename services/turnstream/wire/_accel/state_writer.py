@@ -9,11 +9,11 @@ fields, and the items of the two long arrays, ``messages`` and
 Why: a snapshot carries the loop's whole history, and the service writes one
 at every turn's start and end. Encoding it from scratch made a turn's cost
 grow with the conversation (about 2 ms per snapshot at 250 turns, 29 ms at
-1,000, measured with ``bench/state_bench.py``). History messages are frozen
-and a fold only appends to the tuple, so the memo keeps the bytes of the
-messages it has seen, matched by identity, and a snapshot encodes only the
-messages added since the last one; the rest is copied. The window of recent
-command ids (up to 1,024) is memoised by id the same way.
+1,000, measured with ``bench/state_bench.py``, in git before 83e0b1f). History
+messages are frozen and a fold only appends to the tuple, so the memo keeps
+the bytes of the messages it has seen, matched by identity, and a snapshot
+encodes only the messages added since the last one; the rest is copied. The
+window of recent command ids (up to 1,024) is memoised by id the same way.
 
 The bytes are exactly those of the generic writer: an Avro record is its
 fields' encodings in order, and an array block is its count, its items'

@@ -9,8 +9,8 @@ the row's samples that fell in CPython's object machinery: allocator,
 dict/set and attribute lookups, dealloc, gc (reading the models' fields on
 encode; building and freeing them on decode)::
 
-    python bench/profile_codec_native.py    # writes results/profile_codec_native.txt
-    python bench/profile_codec_native.py --number 200000 --top 8
+    python bench/lab/profile_codec_native.py  # → lab/out/profile_codec_native.txt
+    python bench/lab/profile_codec_native.py --number 200000 --top 8
 
 Needs ``perf`` (``linux-perf``) and the built extension (``make native``).
 """
@@ -25,12 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 
-from _support import RESULTS_DIR, ROOT, now_iso
+from _support import LAB_OUT_DIR, ROOT, now_iso
 from turnstream.wire import native_available
 
-OUT = RESULTS_DIR / "profile_codec_native.txt"
+OUT = LAB_OUT_DIR / "profile_codec_native.txt"
 
 _CHILD = """
 import sys
@@ -73,7 +73,10 @@ def _row(name: str, op: str, number: int, top: int) -> str:
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "perf.data"
         code = _CHILD.format(
-            bench=str(Path(__file__).resolve().parent), name=name, op=op, number=number
+            bench=str(Path(__file__).resolve().parents[1]),
+            name=name,
+            op=op,
+            number=number,
         )
         subprocess.run(
             ["perf", "record", "-q", "-o", str(data), sys.executable, "-c", code],
@@ -137,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         for op in ("encode", "decode"):
             blocks.append(_row(name, op, args.number, args.top))
             print(blocks[-1], flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
     print(f"\nwrote {args.out}")
     return 0

@@ -18,7 +18,7 @@ golden tests pin that) and name a missing field in its error (here a
 ``KeyError``). Out-of-range integers and unencodable text raise, as in
 fastavro. Usage::
 
-    python bench/profile_compiled_writer.py
+    python bench/lab/profile_compiled_writer.py
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any
 
 from fastavro import schemaless_writer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.unit.wire
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.unit.wire
 
 from tests.unit.wire.golden import BUILDERS
 

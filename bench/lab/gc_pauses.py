@@ -7,8 +7,8 @@ monotonic clock): the total, the median, the p99 and the longest. Everything
 in the process counts (the service, the benchmark's own raw Kafka side and its
 setup), so compare two thresholds on the same script. Usage::
 
-    python bench/gc_pauses.py 0 bench/turns_bench.py --kind text --out /tmp/t.json
-    python bench/gc_pauses.py 10000 bench/turns_bench.py --kind text --out /tmp/t.json
+    python bench/lab/gc_pauses.py 0 bench/turns_bench.py --kind text --out t0.json
+    python bench/lab/gc_pauses.py 10000 bench/turns_bench.py --kind text --out t1.json
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 
 from turnstream.loop_actor.gc_policy import apply_gc_threshold
 

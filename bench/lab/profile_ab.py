@@ -10,7 +10,7 @@ window: less sensitive to other processes than turns/s) and of turns/s.
 Usage::
 
     cp -r services /tmp/scratch/services   # then apply the proposed patch there
-    python bench/profile_ab.py --scratch /tmp/scratch/services --rounds 4
+    python bench/lab/profile_ab.py --scratch /tmp/scratch/services --rounds 4
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 
-from _support import RESULTS_DIR, ROOT, load_average, now_iso, write_json
+from _support import LAB_OUT_DIR, ROOT, load_average, now_iso, write_json
 
 
 def one_run(scratch: Path | None, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loops", type=int, default=200)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--kind", nargs="+", default=["text", "tool"])
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "profile_ab.json")
+    parser.add_argument("--out", type=Path, default=LAB_OUT_DIR / "profile_ab.json")
     args = parser.parse_args(argv)
     samples: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     loads = []

@@ -5,7 +5,7 @@ For each event of ``codec_bench.events()`` and each direction, runs
 prints the ``--top`` functions by total own time (``tottime``), so a change to
 the codec can show where the time went before and after::
 
-    PYTHONPATH=services python bench/profile_codec_top.py
+    PYTHONPATH=services python bench/lab/profile_codec_top.py
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 
 from codec_bench import events as codec_events
 from turnstream.events import EventBase

@@ -8,7 +8,7 @@ work until every delivery is acknowledged -- for 5,000 records over 200 keys:
 keyed only, then keyed with the partition computed once per key (proposal 3).
 Rounds alternate the two. Also times the partitioner alone. Usage::
 
-    python bench/profile_deltas_send.py --rounds 3
+    python bench/lab/profile_deltas_send.py --rounds 3
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 
 from _support import (
-    RESULTS_DIR,
+    LAB_OUT_DIR,
     bootstrap_servers,
     now_iso,
     quiet_kafka_logs,
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", default=bootstrap_servers())
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--out", type=Path, default=RESULTS_DIR / "profile_deltas_send.json"
+        "--out", type=Path, default=LAB_OUT_DIR / "profile_deltas_send.json"
     )
     args = parser.parse_args(argv)
     quiet_kafka_logs()

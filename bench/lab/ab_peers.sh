@@ -3,18 +3,18 @@
 # BASE (a commit, unpacked with `git archive` to a scratch directory and put
 # first on PYTHONPATH) against this checkout, ROUNDS rounds, before then after.
 #
-#   bash bench/ab_peers.sh 6176f03            # 3 rounds → bench/results/ab-6176f03/
-#   ROUNDS=1 SYSTEMS="turnstream-kafka" bash bench/ab_peers.sh HEAD~5
+#   bash bench/lab/ab_peers.sh 6176f03        # 3 rounds → bench/lab/out/ab-6176f03/
+#   ROUNDS=1 SYSTEMS="turnstream-kafka" bash bench/lab/ab_peers.sh HEAD~5
 #
 # Needs the broker and .venv-peers (make bench-peers creates it).
 set -euo pipefail
-base=${1:?usage: bench/ab_peers.sh BASE_COMMIT}
+base=${1:?usage: bench/lab/ab_peers.sh BASE_COMMIT}
 rounds=${ROUNDS:-3}
 systems=${SYSTEMS:-turnstream-kafka turnstream-embedded agents-run}
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 python=${PEERS_PYTHON:-$root/.venv-peers/bin/python}
 short=$(git -C "$root" rev-parse --short "$base")
-out=$root/bench/results/ab-$short
+out=$root/bench/lab/out/ab-$short
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 git -C "$root" archive "$base" services schemas | tar -x -C "$scratch"

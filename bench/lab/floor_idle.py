@@ -9,7 +9,7 @@ before each send (0: back to back). A token delta of a turn follows the
 Also once with the reader on all 4 partitions of the topic (a session's
 reader) instead of one. Usage::
 
-    python bench/floor_idle.py --idle 0 0.003 0.05 --samples 300
+    python bench/lab/floor_idle.py --idle 0 0.003 0.05 --samples 300
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 
 from _support import (
-    RESULTS_DIR,
+    LAB_OUT_DIR,
     bootstrap_servers,
     machine,
     now_iso,
@@ -37,7 +37,7 @@ from _support import (
     write_json,
 )
 
-RESULTS = RESULTS_DIR / "floor_idle.json"
+RESULTS = LAB_OUT_DIR / "floor_idle.json"
 
 
 async def floor(

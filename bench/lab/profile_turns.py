@@ -2,7 +2,7 @@
 
 Runs one :mod:`turns_bench` workload (in-process service, pre-produced
 backlog) with :mod:`cProfile` enabled only while the service works through the
-backlog, then prints and writes (``bench/results/profile_<kind>.txt``):
+backlog, then prints and writes (``bench/lab/out/profile_<kind>.txt``):
 
 * the CPU split by area (codec/fastavro, pydantic, aiokafka, runtime, ...),
   from each function's own time;
@@ -14,7 +14,7 @@ cProfile slows Python code down (every call is timed), so the turns/s it
 prints are lower than the unprofiled benchmark's; use it for *where* the time
 goes, not for how much. Usage::
 
-    python bench/profile_turns.py --kind text --loops 200 --turns 5
+    python bench/lab/profile_turns.py --kind text --loops 200 --turns 5
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 
 from _support import (
-    RESULTS_DIR,
+    LAB_OUT_DIR,
     bootstrap_servers,
     now_iso,
     quiet_kafka_logs,
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         text = report(profile, header, args.top)
     print(text)
     suffix = "" if sampler is None else "_sampled"
-    out = args.out or RESULTS_DIR / f"profile_{args.kind}{suffix}.txt"
+    out = args.out or LAB_OUT_DIR / f"profile_{args.kind}{suffix}.txt"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     print(f"wrote {out}")

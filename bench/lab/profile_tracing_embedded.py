@@ -1,7 +1,7 @@
 """Tracing off vs on in memory (LocalSession tool turns).
 
 The worker-thread sink vs the SDK BatchSpanProcessor.
-python bench/profile_tracing_embedded.py (no broker; needs make jaeger's binary).
+python bench/lab/profile_tracing_embedded.py (no broker; needs make jaeger's binary).
 """
 
 import asyncio

@@ -19,8 +19,8 @@ compiled extension, whether the codec's schema is pre-parsed (so
 (writing one ``long``). Run it against a scratch copy of the package to
 measure a proposed change::
 
-    python bench/profile_codec.py --label before
-    PYTHONPATH=/tmp/scratch/services python bench/profile_codec.py --label after
+    python bench/lab/profile_codec.py --label before
+    PYTHONPATH=/tmp/scratch/services python bench/lab/profile_codec.py --label after
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 import fastavro
 from fastavro import schemaless_writer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/
 
 import turnstream
 from codec_bench import events as codec_events

@@ -1,6 +1,6 @@
 """Per-span CPU of the OTLP export: SDK span, protobuf encoding, HTTP post to Jaeger.
 
-python bench/profile_otlp_encode.py (no broker; needs the Jaeger binary, make jaeger).
+python bench/lab/profile_otlp_encode.py (no broker; needs make jaeger's binary).
 """
 
 import sys
