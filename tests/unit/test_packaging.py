@@ -76,8 +76,7 @@ def test_checkout_resources_are_the_tree_files(
     monkeypatch.delenv(resources.SCHEMA_DIR_ENV, raising=False)
     assert resources.schema_dir() == ROOT / "schemas"
     assert resources.topic_set_file() == ROOT / "infra" / "topics.yaml"
-    monkeypatch.setenv(resources.SCHEMA_DIR_ENV, "/elsewhere")
-    assert resources.schema_dir() == Path("/elsewhere")
+    assert resources.schema_dir("/elsewhere") == Path("/elsewhere")
 
 
 def test_cli_version_prints_the_installed_version() -> None:

@@ -18,8 +18,9 @@ Contents:
 * :mod:`~turnstream.analytics.codecs` -- the faust codecs (``turnstream_avro`` …).
 * :mod:`~turnstream.analytics.transport` -- the ``read_committed`` faust transport.
 * :mod:`~turnstream.analytics.app` -- :class:`AnalyticsApp`, the faust wiring.
-* :mod:`~turnstream.analytics.worker` -- :func:`serve`, the worker until stopped
-  (``turnstream analytics run``, alias ``python -m turnstream.analytics``).
+* :mod:`~turnstream.analytics.worker` -- :func:`run`, the worker's start-up
+  until stopped (``turnstream analytics run``, alias ``python -m
+  turnstream.analytics``), and :func:`serve`.
 * :mod:`~turnstream.analytics.examples.failure_streak` -- a user-written processor.
 """
 
@@ -41,7 +42,7 @@ from turnstream.analytics.report import build_snapshot, totals_view, windows_vie
 from turnstream.analytics.settings import AnalyticsSettings, Guarantee
 
 if TYPE_CHECKING:
-    from turnstream.analytics.worker import serve
+    from turnstream.analytics.worker import run, serve
 
 __all__ = [
     "Aggregates",
@@ -56,6 +57,7 @@ __all__ = [
     "TerminalKind",
     "build_snapshot",
     "fold",
+    "run",
     "serve",
     "totals_view",
     "windows_view",
@@ -65,8 +67,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # serve pulls in faust; import it only when asked for, so the pure modules
     # stay usable without faust.
-    if name == "serve":
-        from turnstream.analytics.worker import serve  # noqa: PLC0415 - lazy
+    if name in ("run", "serve"):
+        from turnstream.analytics import worker  # noqa: PLC0415 - lazy
 
-        return serve
+        return getattr(worker, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,37 +1,20 @@
 """Settings of the analytics worker, read once at start-up from flags and env.
 
-Owns :class:`AnalyticsSettings`, :class:`Guarantee` and their parsing from an
-environment mapping (:meth:`AnalyticsSettings.from_env`). Environment
-variables are read only from the mapping passed in. Pure: stdlib and
-:mod:`turnstream.errors` plus the pure aggregation config; must not import
-faust, aiokafka, :mod:`turnstream.kafka` or :mod:`turnstream.runtime`.
+Owns :data:`SETTINGS`, :class:`AnalyticsSettings`, :class:`Guarantee` and their
+parsing from an environment mapping (:meth:`AnalyticsSettings.from_env`). Environment
+variables are read only from the mapping passed in. Pure: stdlib,
+:mod:`turnstream.errors`, :mod:`turnstream.config` and the pure aggregation
+config; must not import faust, aiokafka, :mod:`turnstream.kafka` or
+:mod:`turnstream.runtime`.
 
-Environment variables (flags of ``python -m turnstream.analytics`` override them):
-
-* ``KAFKA_BOOTSTRAP_SERVERS`` -- brokers; else ``127.0.0.1:$TURNSTREAM_BROKER_PORT``
-  (port 19092).
-* ``TURNSTREAM_SCHEMA_DIR`` -- schema directory (default: the checkout's).
-* ``TURNSTREAM_TOPIC_PARTITIONS`` -- partitions of the events topic (3).
-* ``TURNSTREAM_TOPIC_REPLICATION_FACTOR`` -- for the topics the app creates (1).
-* ``TURNSTREAM_ANALYTICS_APP_ID`` -- faust app id = consumer group
-  (``turnstream-analytics``).
-* ``TURNSTREAM_ANALYTICS_EVENTS_TOPIC`` -- journal topic (``turnstream.events.v1``).
-* ``TURNSTREAM_ANALYTICS_TOPIC`` -- output topic (``turnstream.analytics.v1``).
-* ``TURNSTREAM_ANALYTICS_WINDOW_SECONDS`` -- tumbling window size (60).
-* ``TURNSTREAM_ANALYTICS_WINDOW_RETENTION`` -- windows kept and reported (60).
-* ``TURNSTREAM_ANALYTICS_DEDUPE_WINDOW`` -- event ids remembered per loop (256).
-* ``TURNSTREAM_ANALYTICS_CLOSED_TURNS`` -- ended turn ids remembered per loop (64).
-* ``TURNSTREAM_ANALYTICS_PUBLISH_SECONDS`` -- snapshot publish interval (5).
-* ``TURNSTREAM_ANALYTICS_WEB_HOST`` / ``..._WEB_PORT`` -- web server (127.0.0.1:6066).
-* ``TURNSTREAM_ANALYTICS_DATA_DIR`` -- faust data directory (``var/analytics``).
-* ``TURNSTREAM_ANALYTICS_GUARANTEE`` -- ``exactly_once`` (default) or
-  ``at_least_once``.
-* ``TURNSTREAM_ANALYTICS_SESSION_TIMEOUT_SECONDS`` -- consumer group session
-  timeout (60): how long partitions of a worker that died stay unowned.
+Every setting is declared once in :data:`SETTINGS` (flag, variable, default,
+help): ``turnstream analytics run`` generates its options from it and
+``docs/settings.md`` lists it. Flags override the variables.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import ssl
 from collections.abc import Callable, Mapping
@@ -41,20 +24,163 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from turnstream.analytics.aggregate import FoldConfig
+from turnstream.config import (
+    DEFAULT_BOOTSTRAP,
+    PARTITIONS,
+    REPLICATION_FACTOR,
+    SCHEMA_DIR,
+    Setting,
+    bootstrap_source,
+)
 from turnstream.errors import ConfigError
 
 __all__ = [
     "DEFAULT_BOOTSTRAP",
     "DEFAULT_WEB_PORT",
     "ENV_PREFIX",
+    "SETTINGS",
     "AnalyticsSettings",
     "Guarantee",
     "KafkaAuth",
 ]
 
-DEFAULT_BOOTSTRAP: Final = "127.0.0.1:19092"
 DEFAULT_WEB_PORT: Final = 6066
 ENV_PREFIX: Final = "TURNSTREAM_ANALYTICS_"
+
+
+def _own(
+    name: str, flag: str | None, variable: str | None, text: str, **more: object
+) -> Setting:
+    # Read by from_env (a flag given overrides it), so click leaves it alone.
+    return Setting(
+        name=name,
+        env=variable,
+        flags=(flag,) if flag else (),
+        help=text,
+        flag_reads_env=False,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+SETTINGS: Final[tuple[Setting, ...]] = (
+    _own(
+        "app_id",
+        "--app-id",
+        f"{ENV_PREFIX}APP_ID",
+        "faust app id and consumer group.",
+        default="turnstream-analytics",
+    ),
+    _own(
+        "events_topic",
+        "--events-topic",
+        f"{ENV_PREFIX}EVENTS_TOPIC",
+        "Journal topic to read.",
+        default="turnstream.events.v1",
+    ),
+    _own(
+        "analytics_topic",
+        "--analytics-topic",
+        f"{ENV_PREFIX}TOPIC",
+        "Topic snapshots are published to.",
+        default="turnstream.analytics.v1",
+    ),
+    # The variables every command reads; the worker checks the values itself.
+    dataclasses.replace(
+        PARTITIONS,
+        default=3,
+        help="Partition count of the events topic.",
+        minimum=None,
+        flag_reads_env=False,
+    ),
+    dataclasses.replace(
+        REPLICATION_FACTOR,
+        default=1,
+        help="For the topics the worker creates.",
+        minimum=None,
+        flag_reads_env=False,
+    ),
+    _own(
+        "window_seconds",
+        "--window-seconds",
+        f"{ENV_PREFIX}WINDOW_SECONDS",
+        "Tumbling window size.",
+        default=60,
+        kind=float,
+    ),
+    _own(
+        "window_retention",
+        "--window-retention",
+        f"{ENV_PREFIX}WINDOW_RETENTION",
+        "Windows kept and reported.",
+        default=60,
+        kind=int,
+    ),
+    _own(
+        "publish_seconds",
+        "--publish-seconds",
+        f"{ENV_PREFIX}PUBLISH_SECONDS",
+        "Seconds between snapshots.",
+        default=5.0,
+        kind=float,
+    ),
+    _own(
+        "web_host",
+        "--web-host",
+        f"{ENV_PREFIX}WEB_HOST",
+        "Bind address of the JSON views.",
+        default="127.0.0.1",
+    ),
+    _own(
+        "web_port",
+        "--web-port",
+        f"{ENV_PREFIX}WEB_PORT",
+        "Port of the JSON views.",
+        default=DEFAULT_WEB_PORT,
+        kind=int,
+    ),
+    _own("no_web", "--no-web", None, "Do not serve the JSON views.", kind=bool),
+    _own(
+        "data_dir",
+        "--data-dir",
+        f"{ENV_PREFIX}DATA_DIR",
+        "faust data directory.",
+        default="var/analytics",
+    ),
+    dataclasses.replace(SCHEMA_DIR, flag_reads_env=False),
+    _own(
+        "guarantee",
+        "--guarantee",
+        f"{ENV_PREFIX}GUARANTEE",
+        "Processing guarantee: exactly_once or at_least_once.",
+        default="exactly_once",
+    ),
+    _own(
+        "session_timeout",
+        "--session-timeout",
+        f"{ENV_PREFIX}SESSION_TIMEOUT_SECONDS",
+        "Consumer-group session timeout, seconds: how long the partitions of "
+        "a worker that died stay unowned.",
+        default=60.0,
+        kind=float,
+    ),
+    _own(
+        "dedupe_window",
+        None,
+        f"{ENV_PREFIX}DEDUPE_WINDOW",
+        "Event ids remembered per loop.",
+        default=256,
+    ),
+    _own(
+        "closed_turns",
+        None,
+        f"{ENV_PREFIX}CLOSED_TURNS",
+        "Ended turn ids remembered per loop.",
+        default=64,
+    ),
+)
+"""The analytics worker's own settings (the Kafka ones are every command's)."""
+_ENV: Final = {s.name: s.env for s in SETTINGS if s.env}
+
 
 _SERVER = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -206,10 +332,7 @@ class AnalyticsSettings:
             ConfigError: a variable is present but invalid.
         """
         base = cls()
-        bootstrap = env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-        if not bootstrap:
-            port = env.get("TURNSTREAM_BROKER_PORT", "").strip()
-            bootstrap = f"127.0.0.1:{port}" if port else base.bootstrap
+        bootstrap, _ = bootstrap_source(None, env)
 
         def get(name: str, parse: Callable[[str], _T], default: _T) -> _T:
             raw = env.get(name, "").strip()
@@ -220,34 +343,31 @@ class AnalyticsSettings:
             except ValueError as exc:
                 raise ConfigError(name, f"{raw!r} is invalid: {exc}") from None
 
-        p = ENV_PREFIX
-        schema_dir = get("TURNSTREAM_SCHEMA_DIR", Path, None)
+        e = _ENV
         return cls(
             bootstrap=",".join(s.strip() for s in bootstrap.split(",") if s.strip()),
-            app_id=get(f"{p}APP_ID", str, base.app_id),
-            events_topic=get(f"{p}EVENTS_TOPIC", str, base.events_topic),
-            analytics_topic=get(f"{p}TOPIC", str, base.analytics_topic),
-            partitions=get("TURNSTREAM_TOPIC_PARTITIONS", int, base.partitions),
+            app_id=get(e["app_id"], str, base.app_id),
+            events_topic=get(e["events_topic"], str, base.events_topic),
+            analytics_topic=get(e["analytics_topic"], str, base.analytics_topic),
+            partitions=get(e["partitions"], int, base.partitions),
             replication_factor=get(
-                "TURNSTREAM_TOPIC_REPLICATION_FACTOR", int, base.replication_factor
+                e["replication_factor"], int, base.replication_factor
             ),
             window_size_ms=get(
-                f"{p}WINDOW_SECONDS", _seconds_to_ms, base.window_size_ms
+                e["window_seconds"], _seconds_to_ms, base.window_size_ms
             ),
-            window_retention=get(f"{p}WINDOW_RETENTION", int, base.window_retention),
-            dedupe_window=get(f"{p}DEDUPE_WINDOW", int, base.dedupe_window),
-            closed_turns=get(f"{p}CLOSED_TURNS", int, base.closed_turns),
+            window_retention=get(e["window_retention"], int, base.window_retention),
+            dedupe_window=get(e["dedupe_window"], int, base.dedupe_window),
+            closed_turns=get(e["closed_turns"], int, base.closed_turns),
             publish_interval_s=get(
-                f"{p}PUBLISH_SECONDS", float, base.publish_interval_s
+                e["publish_seconds"], float, base.publish_interval_s
             ),
-            web_host=get(f"{p}WEB_HOST", str, base.web_host),
-            web_port=get(f"{p}WEB_PORT", int, base.web_port),
-            data_dir=get(f"{p}DATA_DIR", Path, base.data_dir),
-            schema_dir=schema_dir,
-            guarantee=get(f"{p}GUARANTEE", Guarantee, base.guarantee),
-            session_timeout_s=get(
-                f"{p}SESSION_TIMEOUT_SECONDS", float, base.session_timeout_s
-            ),
+            web_host=get(e["web_host"], str, base.web_host),
+            web_port=get(e["web_port"], int, base.web_port),
+            data_dir=get(e["data_dir"], Path, base.data_dir),
+            schema_dir=get(e["schema_dir"], Path, None),
+            guarantee=get(e["guarantee"], Guarantee, base.guarantee),
+            session_timeout_s=get(e["session_timeout"], float, base.session_timeout_s),
         )
 
 

@@ -18,21 +18,26 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any, Final
 
 import typer
 
-from turnstream.analytics.settings import AnalyticsSettings, Guarantee, KafkaAuth
+from turnstream.analytics.settings import (
+    SETTINGS,
+    AnalyticsSettings,
+    Guarantee,
+    KafkaAuth,
+)
 from turnstream.cli.failures import exit_on_errors, explain, fail
 from turnstream.cli.kafka_options import TopicAffixes, kafka_options
-from turnstream.cli.options import LogFormatOption, LogLevelOption
+from turnstream.cli.setting_options import environment_epilog, setting_options
 from turnstream.cli.settings import (
     ExitCode,
     KafkaTarget,
     parse_log_format,
     parse_log_level,
 )
-from turnstream.cli.signals import stop_on_signals
+from turnstream.config import LOG_FORMAT, LOG_LEVEL, SECURITY
 from turnstream.errors import ConfigError
 from turnstream.kafka.admin.probe import check_broker, check_worker_grants
 from turnstream.kafka.connection import resolve_bootstrap
@@ -109,11 +114,7 @@ def affixed_names(
         "analytics_topic": f"{prefix}{defaults.analytics_topic}{suffix}",
         "app_id": f"{prefix}{defaults.app_id}{suffix}",
     }
-    variables = {
-        "events_topic": f"{_ENV}EVENTS_TOPIC",
-        "analytics_topic": f"{_ENV}TOPIC",
-        "app_id": f"{_ENV}APP_ID",
-    }
+    variables = {s.name: s.env or "" for s in SETTINGS}
     return {k: v for k, v in names.items() if not env.get(variables[k], "").strip()}
 
 
@@ -168,104 +169,17 @@ def analytics_settings(
     )
 
 
-def _opt(flag: str, text: str, variable: str) -> Any:
-    # The variables are read by AnalyticsSettings.from_env, so flags and
-    # environment are validated together; the option only names them.
-    return typer.Option(flag, help=f"{text} (env {variable}).", show_default=False)
+_FLAGGED: Final = (*SETTINGS, LOG_FORMAT, LOG_LEVEL)
 
 
-_ENV = "TURNSTREAM_ANALYTICS_"
+def _path(value: object) -> Path | None:
+    return Path(str(value)) if value else None
 
 
-@app.command()
+@app.command(epilog=environment_epilog((*SETTINGS, *SECURITY)))
 @kafka_options(topics=TopicAffixes.FLAGS)
-def run(
-    *,
-    target: KafkaTarget,
-    app_id: Annotated[
-        str | None, _opt("--app-id", "faust app id and consumer group", f"{_ENV}APP_ID")
-    ] = None,
-    events_topic: Annotated[
-        str | None,
-        _opt("--events-topic", "Journal topic to read", f"{_ENV}EVENTS_TOPIC"),
-    ] = None,
-    analytics_topic: Annotated[
-        str | None,
-        _opt(
-            "--analytics-topic",
-            "Topic snapshots are published to",
-            f"{_ENV}TOPIC",
-        ),
-    ] = None,
-    partitions: Annotated[
-        int | None,
-        _opt(
-            "--partitions",
-            "Partition count of the events topic",
-            "TURNSTREAM_TOPIC_PARTITIONS",
-        ),
-    ] = None,
-    replication_factor: Annotated[
-        int | None,
-        _opt(
-            "--replication-factor",
-            "For the topics the worker creates",
-            "TURNSTREAM_TOPIC_REPLICATION_FACTOR",
-        ),
-    ] = None,
-    window_seconds: Annotated[
-        float | None,
-        _opt("--window-seconds", "Tumbling window size", f"{_ENV}WINDOW_SECONDS"),
-    ] = None,
-    window_retention: Annotated[
-        int | None,
-        _opt(
-            "--window-retention", "Windows kept and reported", f"{_ENV}WINDOW_RETENTION"
-        ),
-    ] = None,
-    publish_seconds: Annotated[
-        float | None,
-        _opt(
-            "--publish-seconds", "Seconds between snapshots", f"{_ENV}PUBLISH_SECONDS"
-        ),
-    ] = None,
-    web_host: Annotated[
-        str | None,
-        _opt("--web-host", "Bind address of the JSON views", f"{_ENV}WEB_HOST"),
-    ] = None,
-    web_port: Annotated[
-        int | None,
-        _opt("--web-port", "Port of the JSON views", f"{_ENV}WEB_PORT"),
-    ] = None,
-    no_web: Annotated[
-        bool, typer.Option("--no-web", help="Do not serve the JSON views.")
-    ] = False,
-    data_dir: Annotated[
-        Path | None, _opt("--data-dir", "faust data directory", f"{_ENV}DATA_DIR")
-    ] = None,
-    schema_dir: Annotated[
-        Path | None,
-        _opt("--schema-dir", "Avro schema directory", "TURNSTREAM_SCHEMA_DIR"),
-    ] = None,
-    guarantee: Annotated[
-        str | None,
-        _opt(
-            "--guarantee",
-            "Processing guarantee: exactly_once or at_least_once",
-            f"{_ENV}GUARANTEE",
-        ),
-    ] = None,
-    session_timeout: Annotated[
-        float | None,
-        _opt(
-            "--session-timeout",
-            "Consumer-group session timeout, seconds (default 60)",
-            f"{_ENV}SESSION_TIMEOUT_SECONDS",
-        ),
-    ] = None,
-    log_format: LogFormatOption = "json",
-    log_level: LogLevelOption = "INFO",
-) -> None:
+@setting_options(_FLAGGED)
+def run(*, target: KafkaTarget, flags: dict[str, object]) -> None:
     """Fold the turn journal into per-loop and windowed stats until Ctrl-C.
 
     Per loop and per tumbling window (and in all-time totals): turns started,
@@ -283,37 +197,28 @@ def run(
     unreachable, 4 login refused, 5 TLS failed, 6 ACL denied.
     """
     with exit_on_errors():
-        fmt = parse_log_format(log_format)
-        level = parse_log_level(log_level)
+        fmt = parse_log_format(str(flags["log_format"] or LOG_FORMAT.default))
+        level = parse_log_level(str(flags["log_level"] or LOG_LEVEL.default))
         affixed = affixed_names(
             os.environ,
             prefix=target.prefix,
             suffix=target.suffix,
             events=target.topics.events,
         )
+        own: dict[str, Any] = {s.name: flags[s.name] for s in SETTINGS if s.flags}
+        for name in ("app_id", "events_topic", "analytics_topic"):
+            own[name] = own[name] or affixed.get(name)
+        own["data_dir"] = _path(own["data_dir"])
+        own["schema_dir"] = _path(own["schema_dir"])
         settings = analytics_settings(
             os.environ,
             bootstrap=target.bootstrap,
             auth=analytics_auth(target.security),
-            app_id=app_id or affixed.get("app_id"),
-            events_topic=events_topic or affixed.get("events_topic"),
-            analytics_topic=analytics_topic or affixed.get("analytics_topic"),
-            partitions=partitions,
-            replication_factor=replication_factor,
-            window_seconds=window_seconds,
-            window_retention=window_retention,
-            publish_seconds=publish_seconds,
-            web_host=web_host,
-            web_port=web_port,
-            no_web=no_web,
-            data_dir=data_dir,
-            schema_dir=schema_dir,
-            guarantee=guarantee,
-            session_timeout=session_timeout,
+            **own,
         )
         try:
             # faust is an optional extra: import it only when the worker starts.
-            from turnstream.analytics import serve  # noqa: PLC0415
+            from turnstream.analytics import run as run_worker  # noqa: PLC0415
             from turnstream.analytics.errors import (  # noqa: PLC0415
                 WorkerDeniedError,
             )
@@ -324,7 +229,7 @@ def run(
             ) from None
     configure_logging(fmt, level=level)
 
-    async def worker() -> None:
+    async def preflight() -> None:
         # Reach, authenticate and authorise first, so a misconfiguration is the
         # one classified line every command prints, not a faust traceback.
         await check_broker(target.connection, security=target.security)
@@ -339,23 +244,23 @@ def run(
                 else None
             ),
         )
-        stop = asyncio.Event()
-        with stop_on_signals(stop.set):
-            try:
-                await serve(settings, stop)
-            except WorkerDeniedError as exc:
-                denied = KafkaAuthorizationError(
-                    principal=principal(target.security),
-                    permission=exc.permission,
-                    resource_type="Topic",
-                    resource=exc.resource,
-                    operation="run the analytics worker",
-                )
-                # Said now, once: faust may leave tasks that ignore their
-                # cancellation, and asyncio.run's teardown then never returns.
-                message, code = explain(denied, settings.bootstrap)
-                _exit_if_stuck(code, seconds=_TEARDOWN_S)
-                raise fail(message, code) from None
+
+    async def worker() -> None:
+        try:
+            await run_worker(settings, preflight=preflight)
+        except WorkerDeniedError as exc:
+            denied = KafkaAuthorizationError(
+                principal=principal(target.security),
+                permission=exc.permission,
+                resource_type="Topic",
+                resource=exc.resource,
+                operation="run the analytics worker",
+            )
+            # Said now, once: faust may leave tasks that ignore their
+            # cancellation, and asyncio.run's teardown then never returns.
+            message, code = explain(denied, settings.bootstrap)
+            _exit_if_stuck(code, seconds=_TEARDOWN_S)
+            raise fail(message, code) from None
 
     with exit_on_errors(settings.bootstrap):
         asyncio.run(worker())

@@ -31,7 +31,6 @@ from turnstream.cli.ordering import DEFAULT_SETTLE, LiveOrder
 from turnstream.cli.render import EventRenderer
 from turnstream.cli.settings import (
     DEFAULT_GROUP_ID,
-    ENV,
     ExitCode,
     KafkaTarget,
     parse_loop_id,
@@ -54,6 +53,7 @@ from turnstream.ids import LoopId
 from turnstream.kafka.admin.probe import group_members
 from turnstream.kafka.client.session import KafkaSession
 from turnstream.kafka.errors import KafkaAuthorizationError
+from turnstream.loop_actor.settings import GROUP
 from turnstream.runtime.subscription import Subscription
 
 __all__ = ["TurnChoice", "TurnFollower", "chat"]
@@ -315,7 +315,7 @@ def chat(
         typer.Option(
             "--group",
             "-g",
-            envvar=ENV.GROUP_ID,
+            envvar=GROUP.env,
             help="The loop actors' consumer group (to tell you when none runs).",
         ),
     ] = DEFAULT_GROUP_ID,

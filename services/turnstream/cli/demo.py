@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import sys
@@ -32,26 +33,20 @@ from turnstream.cli._common import console, dev_broker, project_dir
 from turnstream.cli.demo_script import DemoScript, LifecycleCheck, run_script
 from turnstream.cli.failures import exit_on_errors, fail
 from turnstream.cli.kafka_options import kafka_options
-from turnstream.cli.options import (
-    BaseUrlOption,
-    ChunkDelayOption,
-    GroupOption,
-    LogFormatOption,
-    ModelOption,
-)
+from turnstream.cli.options import BaseUrlOption, GroupOption, ModelOption
 from turnstream.cli.render import EventRenderer
+from turnstream.cli.setting_options import option
 from turnstream.cli.settings import (
     DEFAULT_GROUP_ID,
-    ENV,
     ExitCode,
     KafkaTarget,
     MetricsEndpoint,
     ModelChoice,
-    actor_settings,
     parse_log_format,
     parse_log_level,
 )
 from turnstream.cli.watch import EventPrinter, connect_session
+from turnstream.config import LOG_FORMAT, LOG_LEVEL
 from turnstream.errors import TransportError, TurnstreamError
 from turnstream.ids import LoopId
 from turnstream.kafka.actor.metrics import ServiceMetrics
@@ -64,8 +59,9 @@ from turnstream.kafka.admin.topics import (
     load_topic_set,
     resolve_topics,
 )
-from turnstream.loop_actor import ActorSettings, build_service
+from turnstream.loop_actor import ActorSettings, build_service, parse_settings
 from turnstream.loop_actor.metrics_http import serve_health
+from turnstream.loop_actor.settings import MODEL_SETTINGS
 from turnstream.observability import configure_logging
 
 __all__ = ["demo"]
@@ -241,7 +237,9 @@ def demo(
     target: KafkaTarget,
     model: ModelOption = "demo",
     base_url: BaseUrlOption = None,
-    chunk_delay: ChunkDelayOption = 0.05,
+    chunk_delay: Annotated[
+        float, option(dataclasses.replace(MODEL_SETTINGS[2], default=0.05))
+    ] = 0.05,
     group: GroupOption = DEFAULT_GROUP_ID,
     stop_broker: Annotated[
         bool,
@@ -271,12 +269,14 @@ def demo(
             help="Seconds the whole demo may take before it gives up (exit 1).",
         ),
     ] = 120.0,
-    log_format: LogFormatOption = "text",
+    log_format: Annotated[
+        str, option(dataclasses.replace(LOG_FORMAT, default="text"))
+    ] = "text",
     log_level_name: Annotated[
         str,
         typer.Option(
             "--log-level",
-            envvar=ENV.LOG_LEVEL,
+            envvar=LOG_LEVEL.env,
             help="Log level of the in-process actor (logs go to stderr).",
         ),
     ] = "WARNING",
@@ -298,13 +298,20 @@ def demo(
             model, base_url=base_url, env=os.environ, chunk_delay=chunk_delay
         )
         endpoint = MetricsEndpoint(port=metrics_port)
-        settings = actor_settings(
-            target=target,
-            group=group,
-            model=choice,
-            tools="demo",
-            system_prompt=None,
-            env=os.environ,
+        settings = parse_settings(
+            os.environ,
+            {
+                "bootstrap": target.bootstrap,
+                "request_timeout": target.connection.request_timeout,
+                "topic_prefix": target.prefix,
+                "topic_suffix": target.suffix,
+                "group_id": group,
+                "model": model,
+                "model_base_url": base_url,
+                "chunk_delay": chunk_delay,
+                "tools": "demo",
+            },
+            security=target.security,
         )
         broker = None if target.external else dev_broker()
     configure_logging(fmt, level=level)

@@ -1,12 +1,13 @@
 """The Kafka connection option group every command that talks to Kafka takes.
 
 Owns :func:`kafka_options`, a decorator that adds one set of options to a typer
-command -- ``--bootstrap``, ``--timeout``, the security flags of
-:mod:`turnstream.cli.security` and, where the command names topics,
-``--topic-prefix``/``--topic-suffix`` -- and resolves them, flags over the
-environment and validated together, into one
+command -- ``--bootstrap``, ``--timeout``, the security flags and, where the
+command names topics, ``--topic-prefix``/``--topic-suffix``, all generated from
+their declarations in :mod:`turnstream.config` -- and resolves them, flags over
+the environment and validated together, into one
 :class:`~turnstream.cli.settings.KafkaTarget` passed to the command as its
-``target`` argument. A bad value is a one-line error and exit 2 (through
+``target`` argument. The SASL and TLS key passwords come only from the
+environment, never a flag. A bad value is a one-line error and exit 2 (through
 :func:`~turnstream.cli.failures.exit_on_errors`), before the command runs.
 
 The options are added to the command's signature (``__signature__`` and
@@ -16,52 +17,31 @@ the command's own. Must not import aiokafka.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any, Final, TypeVar
-
-import typer
+from typing import Annotated, Any, TypeVar
 
 from turnstream.cli.failures import exit_on_errors
-from turnstream.cli.security import (
-    SaslMechanismOption,
-    SaslUsernameOption,
-    SecurityProtocolOption,
-    SslCafileOption,
-    SslCertfileOption,
-    SslKeyfileOption,
-    security_flags,
+from turnstream.cli.setting_options import annotated, option
+from turnstream.cli.settings import KafkaTarget
+from turnstream.config import (
+    BOOTSTRAP,
+    SECURITY,
+    TIMEOUT,
+    TOPIC_PREFIX,
+    TOPIC_SUFFIX,
+    Setting,
 )
-from turnstream.cli.settings import ENV, KafkaTarget
 
 __all__ = ["BootstrapOption", "TopicAffixes", "kafka_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_PANEL: Final = "Kafka connection"
-_SECURITY: Final = (
-    "security_protocol",
-    "sasl_mechanism",
-    "sasl_username",
-    "ssl_cafile",
-    "ssl_certfile",
-    "ssl_keyfile",
-)
-
-BootstrapOption = Annotated[
-    str | None,
-    typer.Option(
-        "--bootstrap",
-        "-b",
-        help="Kafka host:port[,host:port]; default $KAFKA_BOOTSTRAP_SERVERS, "
-        "else the local broker 127.0.0.1:19092.",
-        show_default=False,
-        rich_help_panel=_PANEL,
-    ),
-]
+BootstrapOption = Annotated[str | None, option(BOOTSTRAP)]
 
 
 class TopicAffixes(StrEnum):
@@ -75,50 +55,13 @@ class TopicAffixes(StrEnum):
     """Always the default names."""
 
 
-def _timeout_option(default: float) -> inspect.Parameter:
-    annotation = Annotated[
-        float,
-        typer.Option(
-            "--timeout",
-            min=0.1,
-            envvar=ENV.KAFKA_TIMEOUT,
-            help="Seconds allowed for each Kafka call (connect, send, read).",
-            rich_help_panel=_PANEL,
-        ),
-    ]
+def _parameter(setting: Setting, default: object = None) -> inspect.Parameter:
     return inspect.Parameter(
-        "timeout",
+        setting.name,
         inspect.Parameter.KEYWORD_ONLY,
         default=default,
-        annotation=annotation,
+        annotation=annotated(setting),
     )
-
-
-def _affix_option(name: str, flags: tuple[str, ...], env: str) -> inspect.Parameter:
-    annotation = Annotated[
-        str | None,
-        typer.Option(
-            *flags,
-            envvar=env,
-            help=f"{'Prepended to' if name == 'topic_prefix' else 'Appended to'} "
-            "every topic name (an isolated topic set).",
-            show_default=False,
-            rich_help_panel=_PANEL,
-        ),
-    ]
-    return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
-    )
-
-
-_SECURITY_ANNOTATIONS: Final = {
-    "security_protocol": SecurityProtocolOption,
-    "sasl_mechanism": SaslMechanismOption,
-    "sasl_username": SaslUsernameOption,
-    "ssl_cafile": SslCafileOption,
-    "ssl_certfile": SslCertfileOption,
-    "ssl_keyfile": SslKeyfileOption,
-}
 
 
 def kafka_options(
@@ -130,47 +73,29 @@ def kafka_options(
         timeout: the default of ``--timeout`` for this command.
         topics: where the topic-name prefix and suffix come from.
     """
+    settings = [BOOTSTRAP, dataclasses.replace(TIMEOUT, default=timeout)]
+    if topics is TopicAffixes.FLAGS:
+        settings += [TOPIC_PREFIX, TOPIC_SUFFIX]
+    settings += [s for s in SECURITY if s.flags]
+    names = [s.name for s in settings]
+    security = [s.name for s in SECURITY if s.flags]
 
     def decorate(command: F) -> F:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name != "target"]
         added = [
-            inspect.Parameter(
-                "bootstrap",
-                inspect.Parameter.KEYWORD_ONLY,
-                default=None,
-                annotation=BootstrapOption,
-            ),
-            _timeout_option(timeout),
+            _parameter(s, timeout if s.name == "timeout" else None) for s in settings
         ]
-        if topics is TopicAffixes.FLAGS:
-            added += [
-                _affix_option(
-                    "topic_prefix", ("--topic-prefix", "--prefix"), ENV.TOPIC_PREFIX
-                ),
-                _affix_option(
-                    "topic_suffix", ("--topic-suffix", "--suffix"), ENV.TOPIC_SUFFIX
-                ),
-            ]
-        added += [
-            inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=None,
-                annotation=annotation,
-            )
-            for name, annotation in _SECURITY_ANNOTATIONS.items()
-        ]
-        names = [p.name for p in added]
 
         @functools.wraps(command)
         def run(*args: Any, **kwargs: Any) -> Any:
             given = {name: kwargs.pop(name) for name in names if name in kwargs}
             affixes: dict[str, str | None] = {}
             if topics is TopicAffixes.FLAGS:
+                # The CLI read TURNSTREAM_TOPIC_* into the flags already.
                 affixes = {
-                    "prefix": given.get("topic_prefix"),
-                    "suffix": given.get("topic_suffix"),
+                    "prefix": given.get("topic_prefix") or "",
+                    "suffix": given.get("topic_suffix") or "",
                 }
             elif topics is TopicAffixes.NONE:
                 affixes = {"prefix": "", "suffix": ""}
@@ -179,7 +104,7 @@ def kafka_options(
                     bootstrap=given.get("bootstrap"),
                     env=os.environ,
                     timeout=given.get("timeout", timeout),
-                    security=security_flags(**{k: given.get(k) for k in _SECURITY}),
+                    security={k: given.get(k) for k in security},
                     **affixes,
                 )
             return command(*args, target=target, **kwargs)

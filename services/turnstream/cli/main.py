@@ -7,11 +7,12 @@ below. Must not import aiokafka.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
-from turnstream import __version__
+from turnstream import __version__, resources
 from turnstream.cli import (
     acls,
     actor,
@@ -29,6 +30,7 @@ from turnstream.cli import (
     traces,
 )
 from turnstream.cli._common import set_verbose
+from turnstream.config import SCHEMA_DIR, lookup
 
 __all__ = ["app", "main"]
 
@@ -66,6 +68,9 @@ def _root(
     ] = False,
 ) -> None:
     set_verbose(verbose)
+    # The schemas every command's codec reads unless a setting names others.
+    chosen = lookup(SCHEMA_DIR, {}, os.environ)
+    resources.use_schema_dir(None if chosen is None else str(chosen))
 
 
 app.add_typer(broker.app, name="broker")
@@ -81,7 +86,7 @@ app.command(name="acls")(acls.acls)
 app.add_typer(loops.app, name="loops")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(traces.app, name="traces")
-app.command(name="gateway")(gateway.gateway)
+app.command(name="gateway", epilog=gateway.gateway_epilog)(gateway.gateway)
 
 
 def main() -> None:

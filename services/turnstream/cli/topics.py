@@ -23,7 +23,9 @@ from turnstream import resources
 from turnstream.cli._common import console, project_dir
 from turnstream.cli.failures import exit_on_errors, fail, mismatch_hint
 from turnstream.cli.kafka_options import TopicAffixes, kafka_options
+from turnstream.cli.setting_options import option
 from turnstream.cli.settings import ExitCode, KafkaTarget
+from turnstream.config import PARTITIONS, REPLICATION_FACTOR
 from turnstream.errors import ConfigError
 from turnstream.kafka import (
     ApplyReport,
@@ -48,29 +50,8 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain click help: no names cut at 80 columns
 )
 
-PartitionsOption = Annotated[
-    int | None,
-    typer.Option(
-        "--partitions",
-        envvar="TURNSTREAM_TOPIC_PARTITIONS",
-        min=1,
-        help="Partitions for every topic (default: infra/topics.yaml).",
-        show_default=False,
-    ),
-]
-
-ReplicationFactorOption = Annotated[
-    int | None,
-    typer.Option(
-        "--replication-factor",
-        envvar="TURNSTREAM_TOPIC_REPLICATION_FACTOR",
-        min=1,
-        help="Replication factor for every topic (default: the cluster's "
-        "default.replication.factor, else min(3, brokers); 1 on several brokers "
-        "only when given here).",
-        show_default=False,
-    ),
-]
+PartitionsOption = Annotated[int | None, option(PARTITIONS)]
+ReplicationFactorOption = Annotated[int | None, option(REPLICATION_FACTOR)]
 
 
 def print_replication(report: ApplyReport, replication_factor: int | None) -> None:

@@ -10,17 +10,41 @@ events and tokens, without speaking Kafka or Avro. Table of contents:
   stream hub for all streams, the loop-ownership directory);
 - ``tenants``: :class:`Tenants` and :class:`Tenant`, bearer tokens scoped to
   a tenant's loops;
-- ``server``: :func:`serve` and :func:`start_server` (uvicorn).
+- ``server``: :func:`serve` and :func:`start_server` (uvicorn);
+- ``settings``: :data:`SETTINGS` (declared once; the CLI's options and the
+  settings reference come from it), :class:`GatewayConfig`, :func:`parse_settings`;
+- ``startup``: :func:`run`, the whole start-up of ``turnstream gateway``.
 
 Needs the ``gateway`` extra (``pip install 'turnstream[gateway]'``): starlette
-and uvicorn, imported only here. Never imports aiokafka (the Kafka clients
-come from :mod:`turnstream.kafka.client`).
+and uvicorn, imported only here, and only when a name that needs them is
+first used (``settings`` does not), so the CLI lists the gateway's options
+without the extra. Never imports aiokafka (the Kafka clients come from
+:mod:`turnstream.kafka.client`).
 """
 
-from turnstream.gateway.app import GatewaySettings, create_app
-from turnstream.gateway.backend import Backend, LoopDirectory
-from turnstream.gateway.server import serve, start_server
-from turnstream.gateway.tenants import Tenant, Tenants
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from turnstream.gateway.app import GatewaySettings, create_app
+    from turnstream.gateway.backend import Backend, LoopDirectory
+    from turnstream.gateway.server import serve, start_server
+    from turnstream.gateway.startup import run
+    from turnstream.gateway.tenants import Tenant, Tenants
+
+_HOMES = {
+    "GatewaySettings": "app",
+    "create_app": "app",
+    "Backend": "backend",
+    "LoopDirectory": "backend",
+    "serve": "server",
+    "start_server": "server",
+    "run": "startup",
+    "Tenant": "tenants",
+    "Tenants": "tenants",
+}
 
 __all__ = [
     "Backend",
@@ -29,6 +53,15 @@ __all__ = [
     "Tenant",
     "Tenants",
     "create_app",
+    "run",
     "serve",
     "start_server",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # starlette and uvicorn load with the first name that needs them.
+    if name in _HOMES:
+        module = importlib.import_module(f"turnstream.gateway.{_HOMES[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

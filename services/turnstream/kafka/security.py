@@ -1,30 +1,45 @@
 """Kafka security settings: one object that every client is built from.
 
 Owns :class:`KafkaSecurity` (security protocol, SASL mechanism and credentials,
-TLS files) and :class:`Secret` (a string that never shows itself in a ``repr``,
-a log line or an error). :meth:`KafkaSecurity.client_kwargs` turns the settings
-into the keyword arguments every aiokafka client takes (producer, consumer and
-admin alike), building the :class:`ssl.SSLContext` once.
+TLS files); its passwords are :class:`~turnstream.config.Secret` (re-exported
+here), never shown in a ``repr``, a log line or an error.
+:meth:`KafkaSecurity.client_kwargs` turns the settings into the keyword
+arguments every aiokafka client takes (producer, consumer and admin alike),
+building the :class:`ssl.SSLContext` once.
 
 Part of ``turnstream.kafka``; it does not import aiokafka itself (the TLS
 context is built with the standard library), and it must not import the
-runtime or the wire codec. Secrets are read by composition roots and handed in;
-nothing here reads the environment.
+runtime or the wire codec. :func:`parse_security` reads the settings from
+flags and an environment mapping passed in (the passwords from the environment
+only); nothing here reads ``os.environ``.
 """
 
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Final
 
+from turnstream.config import (
+    SASL_PASSWORD_ENV,
+    SECURITY,
+    SSL_KEY_PASSWORD_ENV,
+    Secret,
+    lookup,
+)
 from turnstream.errors import ConfigError
 
-__all__ = ["KafkaSecurity", "SaslMechanism", "Secret", "SecurityProtocol"]
+__all__ = [
+    "KafkaSecurity",
+    "SaslMechanism",
+    "Secret",
+    "SecurityProtocol",
+    "parse_security",
+]
 
-_MASK: Final = "********"
+_BY_NAME = {s.name: s for s in SECURITY}
 
 
 class SecurityProtocol(StrEnum):
@@ -42,29 +57,6 @@ class SaslMechanism(StrEnum):
     PLAIN = "PLAIN"
     SCRAM_SHA_256 = "SCRAM-SHA-256"
     SCRAM_SHA_512 = "SCRAM-SHA-512"
-
-
-@dataclass(frozen=True, slots=True)
-class Secret:
-    """A secret string: ``repr``/``str`` show a mask, never the value.
-
-    Call :meth:`reveal` at the one place the value is handed to a client.
-    """
-
-    _value: str = field(repr=False)
-
-    def reveal(self) -> str:
-        """The secret itself (hand it to the client, never to a log)."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Secret({_MASK})"
-
-    def __str__(self) -> str:
-        return _MASK
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,6 +204,60 @@ class KafkaSecurity:
                 self.sasl_password.reveal() if self.sasl_password else None
             )
         return kwargs
+
+
+def _secret(variable: str, env: Mapping[str, str]) -> Secret | None:
+    value = env.get(variable, "").strip()
+    return Secret(value) if value else None
+
+
+def parse_security(
+    flags: Mapping[str, object], env: Mapping[str, str]
+) -> KafkaSecurity:
+    """Kafka security settings: each from its flag, else its variable.
+
+    Args:
+        flags: flag values by setting name (``security_protocol``,
+            ``sasl_mechanism``, ``sasl_username``, ``ssl_cafile``, ``ssl_certfile``,
+            ``ssl_keyfile``); see :func:`turnstream.config.lookup`.
+        env: the environment (``TURNSTREAM_KAFKA_*``; the SASL and TLS key
+            passwords are read from here only).
+
+    Raises:
+        ConfigError: an unknown protocol or mechanism, or an incomplete or
+            inconsistent combination (the message names the setting, never a
+            secret's value).
+    """
+
+    def get(name: str) -> str | None:
+        raw = lookup(_BY_NAME[name], flags, env)
+        return None if raw is None else str(raw)
+
+    def path(name: str) -> Path | None:
+        raw = get(name)
+        return Path(raw) if raw else None
+
+    protocol = get("security_protocol")
+    mechanism = get("sasl_mechanism")
+    try:
+        protocol_value = (
+            SecurityProtocol(protocol.upper())
+            if protocol
+            else SecurityProtocol.PLAINTEXT
+        )
+        mechanism_value = SaslMechanism(mechanism.upper()) if mechanism else None
+    except ValueError as exc:
+        raise ConfigError("security", f"unknown protocol or mechanism: {exc}") from None
+    return KafkaSecurity(
+        protocol=protocol_value,
+        sasl_mechanism=mechanism_value,
+        sasl_username=get("sasl_username"),
+        sasl_password=_secret(SASL_PASSWORD_ENV, env),
+        ssl_cafile=path("ssl_cafile"),
+        ssl_certfile=path("ssl_certfile"),
+        ssl_keyfile=path("ssl_keyfile"),
+        ssl_key_password=_secret(SSL_KEY_PASSWORD_ENV, env),
+    )
 
 
 def _encrypted_key(path: Path) -> bool:

@@ -2,9 +2,13 @@
 
 A table of contents:
 
-- ``settings``: :class:`ActorSettings`, validated once from the flags of
-  ``turnstream actor run`` and the environment (:func:`parse_settings`);
+- ``settings``: :data:`SETTINGS` (every setting declared once: the CLI's options
+  and ``docs/settings.md`` are generated from it) and :class:`ActorSettings`,
+  validated once from flags and environment (:func:`parse_settings`);
 - ``app``: the composition root -- :func:`build_service`, :func:`run_service`;
+- ``startup``: :func:`run`, every start-up step of ``turnstream actor run``
+  (broker probe, topics, ``/metrics``, signals, the service);
+- ``model_choice``: :class:`ModelChoice`, the model spec checked at start-up;
 - ``agents``: the hosted agents -- :func:`load_agent` (``--agent
   package.module:attribute``) and :func:`hosted_agents` (those, or the built-in
   ``turnstream`` agent of ``--model``/``--tools``/``--system-prompt``);
@@ -22,6 +26,7 @@ Composition root: may import every layer; nothing imports it.
 from turnstream.loop_actor.agents import DEMO_AGENT_NAME, hosted_agents, load_agent
 from turnstream.loop_actor.app import Built, build_service, run_service
 from turnstream.loop_actor.settings import ActorSettings, parse_settings
+from turnstream.loop_actor.startup import run
 from turnstream.loop_actor.tools import DemoTool, tool_set
 
 __all__ = [
@@ -33,6 +38,7 @@ __all__ = [
     "hosted_agents",
     "load_agent",
     "parse_settings",
+    "run",
     "run_service",
     "tool_set",
 ]

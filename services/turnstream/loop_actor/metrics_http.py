@@ -1,6 +1,7 @@
 """The loop actor's health endpoint: Prometheus ``/metrics`` plus ``/ready``.
 
-Owns :func:`serve_health`, which exports a service's
+Owns :class:`MetricsEndpoint` (where it listens, checked at start-up) and
+:func:`serve_health`, which exports a service's
 :class:`~turnstream.kafka.actor.metrics.ServiceMetrics` (turns started, steps,
 terminals by kind, commit latency, consumer lag, delta drops …) through
 :class:`~turnstream.observability.HealthServer`. ``/ready`` answers 200 once
@@ -13,13 +14,41 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Final
 
 from turnstream.errors import ConfigError
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.observability import HealthServer, service_registry
 from turnstream.observability.http import DEFAULT_HOST
 
-__all__ = ["serve_health"]
+__all__ = ["DEFAULT_METRICS_PORT", "MetricsEndpoint", "serve_health"]
+
+DEFAULT_METRICS_PORT: Final = 9464
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricsEndpoint:
+    """Where the health endpoint listens.
+
+    Attributes:
+        host: the bind address (loopback by default).
+        port: the TCP port; 0 turns the endpoint off.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_METRICS_PORT
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError("--metrics-port", f"{self.port} is not a TCP port")
+        if not self.host.strip():
+            raise ConfigError("--metrics-host", "must not be empty")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether to serve at all."""
+        return self.port != 0
 
 
 @asynccontextmanager

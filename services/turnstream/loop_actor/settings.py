@@ -1,12 +1,15 @@
-"""The loop-actor deployable's settings, read once from flags and environment.
+"""The loop-actor deployable's settings: declared once, read once.
 
-Owns :class:`ActorSettings`, :func:`parse_settings` and :func:`parse_security`
-(the Kafka security part; the ``turnstream`` CLI commands that talk to Kafka use
-it too, so every process reads TLS and SASL settings the same way). Every
-setting has a flag and an environment variable (the flag wins); secrets (the
-model API key, the SASL password, the TLS key password) are read from the
-environment only, so they never show in a process listing, and they are held as
-:class:`~turnstream.kafka.security.Secret` (masked in every ``repr``).
+Owns :data:`SETTINGS`, the declaration of every setting of ``turnstream actor
+run`` (name, flags, environment variable, default, help: the command's options
+and the settings reference ``docs/settings.md`` are generated from it),
+:class:`ActorSettings`, :func:`parse_settings` and :func:`parse_security` (the
+Kafka security part; the ``turnstream`` CLI commands that talk to Kafka use it
+too, so every process reads TLS and SASL settings the same way). Every setting
+has a flag and an environment variable (the flag wins); secrets (the model API
+keys, the SASL password, the TLS key password) are read from the environment
+only, so they never show in a process listing, and they are held as
+:class:`~turnstream.config.Secret` (masked in every ``repr``).
 
 The only module of the deployable that reads the environment, and only from
 the mapping passed in. Part of the composition root.
@@ -14,64 +17,263 @@ the mapping passed in. Part of the composition root.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from turnstream.errors import ConfigError
-from turnstream.kafka.connection import resolve_bootstrap
-from turnstream.kafka.security import (
-    KafkaSecurity,
-    SaslMechanism,
+from turnstream.config import (
+    BOOTSTRAP,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    PARTITIONS,
+    REPLICATION_FACTOR,
+    SCHEMA_DIR,
+    SECURITY,
+    TIMEOUT,
+    TOPIC_PREFIX,
+    TOPIC_SUFFIX,
     Secret,
-    SecurityProtocol,
+    Setting,
+    lookup,
+    resolve_bootstrap,
 )
+from turnstream.errors import ConfigError
+from turnstream.kafka.security import KafkaSecurity, parse_security
 from turnstream.loop_actor.gc_policy import DEFAULT_GC_THRESHOLD
+from turnstream.loop_actor.metrics_http import DEFAULT_METRICS_PORT, MetricsEndpoint
+from turnstream.loop_actor.model_choice import (
+    MODEL_API_KEY_ENV,
+    PROVIDER_KEY_ENV,
+    ModelChoice,
+)
 from turnstream.loop_actor.tools import TOOL_SETS
+from turnstream.observability.logs import LogFormat, parse_log_format, parse_log_level
 from turnstream.tracing import TracingSettings
+from turnstream.tracing.settings import TRACING_SETTINGS
 
 __all__ = [
-    "ENV",
-    "PROVIDER_KEY_ENV",
-    "SECRET_ENV",
+    "GROUP",
+    "MODEL",
+    "MODEL_SETTINGS",
+    "SETTINGS",
     "ActorSettings",
     "parse_security",
     "parse_settings",
 ]
 
-ENV = {
-    "group_id": "TURNSTREAM_GROUP_ID",
-    "topic_prefix": "TURNSTREAM_TOPIC_PREFIX",
-    "topic_suffix": "TURNSTREAM_TOPIC_SUFFIX",
-    "model": "TURNSTREAM_MODEL",
-    "model_base_url": "TURNSTREAM_MODEL_BASE_URL",
-    "chunk_delay": "TURNSTREAM_DEMO_CHUNK_DELAY",
-    "tools": "TURNSTREAM_TOOLS",
-    "agents": "TURNSTREAM_AGENTS",
-    "system_prompt": "TURNSTREAM_SYSTEM_PROMPT",
-    "txn_prefix": "TURNSTREAM_TXN_PREFIX",
-    "session_timeout_ms": "TURNSTREAM_SESSION_TIMEOUT_MS",
-    "heartbeat_interval_ms": "TURNSTREAM_HEARTBEAT_INTERVAL_MS",
-    "rebalance_timeout_ms": "TURNSTREAM_REBALANCE_TIMEOUT_MS",
-    "drain_timeout": "TURNSTREAM_DRAIN_TIMEOUT",
-    "instance_id": "TURNSTREAM_INSTANCE_ID",
-    "leave_on_stop": "TURNSTREAM_LEAVE_ON_STOP",
-    "request_timeout": "TURNSTREAM_KAFKA_TIMEOUT",
-    "commit_deadline": "TURNSTREAM_COMMIT_DEADLINE",
-    "gc_threshold": "TURNSTREAM_GC_THRESHOLD",
-    "max_resident_loops": "TURNSTREAM_MAX_RESIDENT_LOOPS",
-    "schema_dir": "TURNSTREAM_SCHEMA_DIR",
-    "log_level": "TURNSTREAM_LOG_LEVEL",
-    "security_protocol": "TURNSTREAM_KAFKA_SECURITY_PROTOCOL",
-    "sasl_mechanism": "TURNSTREAM_KAFKA_SASL_MECHANISM",
-    "sasl_username": "TURNSTREAM_KAFKA_SASL_USERNAME",
-    "ssl_cafile": "TURNSTREAM_KAFKA_SSL_CAFILE",
-    "ssl_certfile": "TURNSTREAM_KAFKA_SSL_CERTFILE",
-    "ssl_keyfile": "TURNSTREAM_KAFKA_SSL_KEYFILE",
-}
-"""Setting name to environment variable (flags use the same names, dashed)."""
+_TUNING: Final = "Service tuning"
+
+GROUP = Setting(
+    name="group_id",
+    env="TURNSTREAM_GROUP_ID",
+    flags=("--group", "-g", "--group-id"),
+    default="turnstream-loop-actor",
+    help="Consumer group; actors in one group share the commands partitions.",
+)
+MODEL = Setting(
+    name="model",
+    env="TURNSTREAM_MODEL",
+    flags=("--model", "-m"),
+    default="demo",
+    help="demo | openai:NAME | anthropic:NAME. The API key is read from "
+    "OPENAI_API_KEY / ANTHROPIC_API_KEY (never a flag).",
+)
+MODEL_SETTINGS: Final = (
+    MODEL,
+    Setting(
+        name="model_base_url",
+        env="TURNSTREAM_MODEL_BASE_URL",
+        flags=("--base-url", "--model-base-url"),
+        help="Model API root, e.g. http://127.0.0.1:11434/v1 for a local "
+        "OpenAI-compatible server (default: the provider's).",
+    ),
+    Setting(
+        name="chunk_delay",
+        env="TURNSTREAM_DEMO_CHUNK_DELAY",
+        flags=("--chunk-delay",),
+        default=0.0,
+        help="Seconds between the demo model's streamed chunks.",
+        kind=float,
+        minimum=0.0,
+    ),
+)
+"""The model settings ``demo`` and ``chat`` share with the actor."""
+
+_SECRETS: Final = (
+    Setting(
+        name="openai_api_key",
+        env=PROVIDER_KEY_ENV["openai"],
+        help="OpenAI's API key, for the openai:NAME models (environment only).",
+        secret=True,
+    ),
+    Setting(
+        name="anthropic_api_key",
+        env=PROVIDER_KEY_ENV["anthropic"],
+        help="Anthropic's API key, for the anthropic:NAME models (environment only).",
+        secret=True,
+    ),
+    Setting(
+        name="model_api_key",
+        env=MODEL_API_KEY_ENV,
+        help="The model API key when the provider's own variable is unset "
+        "(environment only).",
+        secret=True,
+    ),
+)
+
+
+def _tuning(name: str, flag: str, text: str, default: object = None) -> Setting:
+    # Checked by parse_settings (one message naming the setting), not by click.
+    return Setting(
+        name=name,
+        env=f"TURNSTREAM_{name.upper()}",
+        flags=(flag,),
+        default=default,  # type: ignore[arg-type]
+        help=text,
+        panel=_TUNING,
+    )
+
+
+SETTINGS: Final[tuple[Setting, ...]] = (
+    GROUP,
+    *MODEL_SETTINGS,
+    Setting(
+        name="tools",
+        env="TURNSTREAM_TOOLS",
+        flags=("--tools",),
+        default="demo",
+        help="Tool set offered to the model: demo (add, word_count) or none.",
+    ),
+    Setting(
+        name="system_prompt",
+        env="TURNSTREAM_SYSTEM_PROMPT",
+        flags=("--system-prompt",),
+        help="System prompt sent with every model request.",
+    ),
+    Setting(
+        name="agents",
+        env="TURNSTREAM_AGENTS",
+        flags=("--agent",),
+        help="An agent to host, as package.module:attribute (an Agent, or a "
+        "function returning one), importable from the current directory; "
+        "repeat it to host several (or set TURNSTREAM_AGENTS, comma-separated). "
+        "Without it the service hosts the built-in agent 'turnstream' made of "
+        "the model, tools and system prompt settings.",
+        kind=list,
+        flag_reads_env=False,  # a comma-separated list, split by the parser
+    ),
+    Setting(
+        name="metrics_port",
+        env="TURNSTREAM_METRICS_PORT",
+        flags=("--metrics-port",),
+        default=DEFAULT_METRICS_PORT,
+        help="Port of /metrics (Prometheus) and /ready; 0 turns them off. Give "
+        "each actor on one host its own port.",
+        kind=int,
+        minimum=0,
+        maximum=65535,
+    ),
+    Setting(
+        name="metrics_host",
+        env="TURNSTREAM_METRICS_HOST",
+        flags=("--metrics-host",),
+        default="127.0.0.1",
+        help="Address /metrics and /ready bind to (0.0.0.0 to expose them).",
+    ),
+    Setting(
+        name="ensure_topics",
+        env=None,
+        flags=("--ensure-topics",),
+        help="Apply this topic set (e.g. infra/topics.yaml) before starting; "
+        "exits 1 if an existing topic differs from it.",
+    ),
+    PARTITIONS,
+    REPLICATION_FACTOR,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    _tuning("txn_prefix", "--txn-prefix", "Transactional-id prefix.", "turnstream"),
+    _tuning(
+        "session_timeout_ms",
+        "--session-timeout-ms",
+        "Consumer-group session timeout in ms (>= 6000): how long a crashed "
+        "actor's partitions wait before another actor takes them, unless its "
+        "replacement (same instance id) comes first.",
+        8000,
+    ),
+    _tuning(
+        "heartbeat_interval_ms",
+        "--heartbeat-interval-ms",
+        "Consumer heartbeat in ms (at most a third of the session timeout).",
+        1000,
+    ),
+    _tuning(
+        "rebalance_timeout_ms",
+        "--rebalance-timeout-ms",
+        "How long a rebalance waits for members to rejoin, in ms.",
+        10000,
+    ),
+    _tuning(
+        "drain_timeout",
+        "--drain-timeout",
+        "Seconds running turns may take to finish on SIGTERM before they are "
+        "interrupted and the partitions handed over.",
+        30.0,
+    ),
+    _tuning(
+        "instance_id",
+        "--instance-id",
+        "Static group membership: auto (<host>-<slot>, the lowest free local "
+        "slot, so a restarted actor takes its partitions back without a "
+        "rebalance), none (dynamic), or an explicit unique id.",
+        "auto",
+    ),
+    Setting(
+        name="leave_on_stop",
+        env="TURNSTREAM_LEAVE_ON_STOP",
+        flags=("--leave-on-stop",),
+        default=False,
+        help="This instance is going away for good (a scale-in, not a restart "
+        "in place): on SIGTERM it leaves the group once its partitions are "
+        "handed over, so the other actors take them at once instead of after "
+        "the session timeout.",
+        kind=bool,
+        panel=_TUNING,
+    ),
+    _tuning(
+        "commit_deadline",
+        "--commit-deadline",
+        "Seconds one commit may retry before it fails.",
+        30.0,
+    ),
+    _tuning(
+        "gc_threshold",
+        "--gc-threshold",
+        "The garbage collector's first-generation threshold for this process "
+        "(0 keeps CPython's 700).",
+        DEFAULT_GC_THRESHOLD,
+    ),
+    _tuning(
+        "max_resident_loops",
+        "--max-resident-loops",
+        "Loops kept live in memory; beyond it the least recently used idle "
+        "ones are passivated and restored on their next command.",
+        10000,
+    ),
+    dataclasses.replace(SCHEMA_DIR, panel=_TUNING),
+    BOOTSTRAP,
+    dataclasses.replace(TIMEOUT, name="request_timeout", default=15.0),
+    TOPIC_PREFIX,
+    TOPIC_SUFFIX,
+    *SECURITY,
+    *_SECRETS,
+    *TRACING_SETTINGS,
+)
+"""Every setting of ``turnstream actor run``, in ``--help`` order."""
+
+_BY_NAME: Final = {s.name: s for s in SETTINGS}
 
 _BOOLEANS = {
     "true": True,
@@ -81,16 +283,6 @@ _BOOLEANS = {
     "0": False,
     "no": False,
 }
-
-PROVIDER_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-"""Each provider's credential variable (for the hosted agents' models)."""
-
-SECRET_ENV = {
-    "model_api_key": "TURNSTREAM_MODEL_API_KEY",
-    "sasl_password": "TURNSTREAM_KAFKA_SASL_PASSWORD",
-    "ssl_key_password": "TURNSTREAM_KAFKA_SSL_KEY_PASSWORD",
-}
-"""Secrets: environment only."""
 
 _MIN_SESSION_TIMEOUT_MS = 6000  # the broker's default group.min.session.timeout.ms
 _MAX_GC_THRESHOLD = 1_000_000  # beyond it the young collection itself is a long pause
@@ -141,6 +333,14 @@ class ActorSettings:
             passivated (kept encoded, restored on their next command).
         schema_dir: the Avro schema directory (the checkout's by default).
         log_level: the root log level.
+        log_format: ``json`` (one object per line) or ``text``.
+        metrics_host: the address ``/metrics`` and ``/ready`` bind to.
+        metrics_port: their port; 0 turns them off.
+        ensure_topics: a topic set to apply before starting (``None``: only
+            verify the declared one).
+        partitions: partitions of every topic the actor creates or checks
+            (``None``: the topic set's).
+        replication_factor: their replication factor (``None``: the cluster's).
         security: Kafka security settings for every client.
         tracing: OpenTelemetry export of the turns' spans (environment only:
             :data:`~turnstream.tracing.TRACING_ENV`); off without an endpoint.
@@ -171,10 +371,17 @@ class ActorSettings:
     max_resident_loops: int = 10_000
     schema_dir: Path | None = None
     log_level: str = "INFO"
+    log_format: LogFormat = LogFormat.JSON
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = DEFAULT_METRICS_PORT
+    ensure_topics: Path | None = None
+    partitions: int | None = None
+    replication_factor: int | None = None
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     tracing: TracingSettings = field(default_factory=TracingSettings)
 
     def __post_init__(self) -> None:
+        MetricsEndpoint(host=self.metrics_host, port=self.metrics_port)
         if not self.group_id.strip():
             raise ConfigError("group_id", "must not be blank")
         if self.tools not in TOOL_SETS:
@@ -203,6 +410,11 @@ class ActorSettings:
                 f"must be 0 (CPython's default) to {_MAX_GC_THRESHOLD:,}",
             )
 
+    @property
+    def metrics(self) -> MetricsEndpoint:
+        """Where ``/metrics`` and ``/ready`` listen."""
+        return MetricsEndpoint(host=self.metrics_host, port=self.metrics_port)
+
     def _check_membership(self) -> None:
         """The consumer group's timings, the instance id and the resident set."""
         if self.session_timeout_ms < _MIN_SESSION_TIMEOUT_MS:
@@ -222,149 +434,141 @@ class ActorSettings:
             raise ConfigError("instance_id", "must not be blank (auto, none or an id)")
 
 
-def _setting(
-    name: str, flags: Mapping[str, str | None], env: Mapping[str, str]
-) -> str | None:
-    # The flag wins over the variable; blank counts as unset.
-    flag = flags.get(name)
-    value = flag if flag is not None else env.get(ENV[name])
-    return value.strip() if value is not None and value.strip() else None
-
-
-def _secret(name: str, env: Mapping[str, str]) -> Secret | None:
-    value = env.get(SECRET_ENV[name], "")
+def _secret(setting: Setting, env: Mapping[str, str]) -> Secret | None:
+    value = (env.get(setting.env, "") if setting.env else "").strip()
     return Secret(value) if value else None
 
 
-def parse_security(
-    flags: Mapping[str, str | None], env: Mapping[str, str]
-) -> KafkaSecurity:
-    """Kafka security settings: each from its flag, else its variable.
+class _Reader:
+    """Reads the actor's settings: each flag, else its variable (blank: unset)."""
 
-    Args:
-        flags: flag values by setting name (``security_protocol``,
-            ``sasl_mechanism``, ``sasl_username``, ``ssl_cafile``, ``ssl_certfile``,
-            ``ssl_keyfile``); a missing or ``None`` entry means not given.
-        env: the environment (``TURNSTREAM_KAFKA_*``; the SASL and TLS key
-            passwords are read from here only).
+    def __init__(self, flags: Mapping[str, object], env: Mapping[str, str]) -> None:
+        self._flags = flags
+        self._env = env
 
-    Raises:
-        ConfigError: an unknown protocol or mechanism, or an incomplete or
-            inconsistent combination (the message names the setting, never a
-            secret's value).
-    """
+    def raw(self, name: str) -> object | None:
+        return lookup(_BY_NAME[name], self._flags, self._env)
 
-    def get(name: str) -> str | None:
-        return _setting(name, flags, env)
+    def text(self, name: str) -> str | None:
+        raw = self.raw(name)
+        return None if raw is None else str(raw)
 
-    def path(name: str) -> Path | None:
-        raw = get(name)
-        return Path(raw) if raw else None
+    def number(self, name: str, kind: type[int] | type[float]) -> int | float | None:
+        raw = self.raw(name)
+        if raw is None:
+            return None
+        value = raw if isinstance(raw, (int, float)) else str(raw)
+        try:
+            return kind(value)
+        except ValueError:
+            raise ConfigError(name, f"{raw!r} is not a number") from None
 
-    protocol = get("security_protocol")
-    mechanism = get("sasl_mechanism")
-    try:
-        protocol_value = (
-            SecurityProtocol(protocol.upper())
-            if protocol
-            else SecurityProtocol.PLAINTEXT
-        )
-        mechanism_value = SaslMechanism(mechanism.upper()) if mechanism else None
-    except ValueError as exc:
-        raise ConfigError("security", f"unknown protocol or mechanism: {exc}") from None
-    return KafkaSecurity(
-        protocol=protocol_value,
-        sasl_mechanism=mechanism_value,
-        sasl_username=get("sasl_username"),
-        sasl_password=_secret("sasl_password", env),
-        ssl_cafile=path("ssl_cafile"),
-        ssl_certfile=path("ssl_certfile"),
-        ssl_keyfile=path("ssl_keyfile"),
-        ssl_key_password=_secret("ssl_key_password", env),
-    )
+    def switch(self, name: str) -> bool | None:
+        raw = self.raw(name)
+        if raw is None or isinstance(raw, bool):
+            return raw
+        text = str(raw).lower()
+        if text not in _BOOLEANS:
+            raise ConfigError(name, f"{raw!r} is not true or false")
+        return _BOOLEANS[text]
+
+    def names(self, name: str) -> tuple[str, ...] | None:
+        raw = self.raw(name)
+        if isinstance(raw, str):
+            items: list[str] = raw.split(",")  # the variable: comma-separated
+        else:
+            items = [str(a) for a in raw] if isinstance(raw, (list, tuple)) else []
+        kept = tuple(a.strip() for a in items if a.strip())
+        return kept or None
 
 
 def parse_settings(
     env: Mapping[str, str],
-    flags: Mapping[str, str | None] | None = None,
+    flags: Mapping[str, object] | None = None,
     *,
     security: KafkaSecurity | None = None,
 ) -> ActorSettings:
     """Read the settings: ``flags`` (by setting name) over the environment.
 
-    The ``turnstream actor run`` command is the one place that takes flags; it
-    hands their values here by setting name, so flags and environment are
-    validated together, once. ``security`` is the Kafka security the command
-    already resolved from its flags and the environment together; without it,
-    it is read from ``flags`` and ``env`` here.
+    The ``turnstream actor run`` command hands every flag here by setting
+    name, so flags and environment are validated together, once (see
+    :func:`turnstream.config.lookup` for which of the two is read).
+    ``security`` is Kafka security a caller already resolved; without it, it
+    is read from ``flags`` and ``env`` here.
 
     Raises:
         ConfigError: an invalid or inconsistent setting (the message names it;
             never a secret's value).
     """
-    args: dict[str, str | None] = dict(flags or {})
-
-    def get(name: str) -> str | None:
-        return _setting(name, args, env)
-
-    def number(name: str, kind: type[int] | type[float]) -> dict[str, int | float]:
-        raw = get(name)
-        if raw is None:
-            return {}
-        try:
-            return {name: kind(raw)}
-        except ValueError:
-            raise ConfigError(name, f"{raw!r} is not a number") from None
-
-    def path(name: str) -> Path | None:
-        raw = get(name)
-        return Path(raw) if raw else None
-
+    read = _Reader(flags or {}, env)
     if security is None:
-        security = parse_security(args, env)
-    kwargs: dict[str, Any] = {
-        name: value
-        for name in (
-            "group_id",
-            "topic_prefix",
-            "topic_suffix",
-            "model",
-            "model_base_url",
-            "tools",
-            "system_prompt",
-            "txn_prefix",
-            "log_level",
-            "instance_id",
-        )
-        if (value := get(name)) is not None
+        security = parse_security(flags or {}, env)
+    bootstrap = resolve_bootstrap(read.text("bootstrap"), env)
+    kwargs: dict[str, Any] = {}
+    log_format = read.text("log_format")
+    if log_format is not None:
+        kwargs["log_format"] = parse_log_format(log_format)
+    log_level = read.text("log_level")
+    if log_level is not None:
+        parse_log_level(log_level)
+    numbers: dict[str, type[int] | type[float]] = {
+        "chunk_delay": float,
+        "session_timeout_ms": int,
+        "heartbeat_interval_ms": int,
+        "rebalance_timeout_ms": int,
+        "drain_timeout": float,
+        "request_timeout": float,
+        "commit_deadline": float,
+        "gc_threshold": int,
+        "max_resident_loops": int,
+        "metrics_port": int,
+        "partitions": int,
+        "replication_factor": int,
     }
-    leave = get("leave_on_stop")
-    if leave is not None:
-        if leave.lower() not in _BOOLEANS:
-            raise ConfigError("leave_on_stop", f"{leave!r} is not true or false")
-        kwargs["leave_on_stop"] = _BOOLEANS[leave.lower()]
-    kwargs.update(number("chunk_delay", float))
-    kwargs.update(number("session_timeout_ms", int))
-    kwargs.update(number("heartbeat_interval_ms", int))
-    kwargs.update(number("rebalance_timeout_ms", int))
-    kwargs.update(number("drain_timeout", float))
-    kwargs.update(number("request_timeout", float))
-    kwargs.update(number("commit_deadline", float))
-    kwargs.update(number("gc_threshold", int))
-    kwargs.update(number("max_resident_loops", int))
-    agents = get("agents")
-    if agents:
-        kwargs["agents"] = tuple(a.strip() for a in agents.split(",") if a.strip())
+    for name, kind in numbers.items():
+        if (number := read.number(name, kind)) is not None:
+            kwargs[name] = number
+    for name in (
+        "group_id",
+        "topic_prefix",
+        "topic_suffix",
+        "model",
+        "model_base_url",
+        "tools",
+        "system_prompt",
+        "txn_prefix",
+        "log_level",
+        "instance_id",
+        "metrics_host",
+    ):
+        if (value := read.text(name)) is not None:
+            kwargs[name] = value
+    for name in ("schema_dir", "ensure_topics"):
+        if (value := read.text(name)) is not None:
+            kwargs[name] = Path(value)
+    if (leave := read.switch("leave_on_stop")) is not None:
+        kwargs["leave_on_stop"] = leave
+    if (agents := read.names("agents")) is not None:
+        kwargs["agents"] = agents
+    # The spec, base URL and key checked together, as a model client would;
+    # the chosen model's key (its provider's, else the generic one) is the key.
+    choice = ModelChoice.parse(
+        str(kwargs.get("model", MODEL.default)),
+        base_url=kwargs.get("model_base_url"),
+        env=env,
+        chunk_delay=kwargs.get("chunk_delay", 0.0),
+    )
     keys = {
-        provider: Secret(value.strip())
-        for provider, variable in PROVIDER_KEY_ENV.items()
-        if (value := env.get(variable, "")).strip()
+        provider: secret
+        for provider in PROVIDER_KEY_ENV
+        if (secret := _secret(_BY_NAME[f"{provider}_api_key"], env)) is not None
     }
     return ActorSettings(
-        bootstrap=resolve_bootstrap(args.get("bootstrap"), env),
-        model_api_key=_secret("model_api_key", env),
+        bootstrap=bootstrap,
+        model_api_key=Secret(choice.api_key)
+        if choice.api_key
+        else _secret(_BY_NAME["model_api_key"], env),
         provider_keys=keys,
-        schema_dir=path("schema_dir"),
         security=security,
         tracing=TracingSettings.from_env(env),
         **kwargs,

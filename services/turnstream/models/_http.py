@@ -1,8 +1,8 @@
 """HTTP plumbing shared by the model clients.
 
-Owns :class:`ModelTimeouts`, the :class:`Secret` wrapper and
-:class:`SseTransport`, which POSTs one JSON request, streams the
-server-sent-events reply into a provider's :class:`StreamParser`, and is the
+Owns :class:`ModelTimeouts` and :class:`SseTransport` (credentials are
+:class:`~turnstream.config.Secret`, re-exported here), which POSTs one JSON request,
+streams the server-sent-events reply into a provider's :class:`StreamParser`, and is the
 single place where HTTP statuses, network failures, deadline overruns and
 :class:`ProtocolFault` become :class:`turnstream.errors.ProviderError`.
 
@@ -20,6 +20,7 @@ from typing import Protocol, Self
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from turnstream.config import Secret
 from turnstream.errors import ConfigError, ProviderError
 from turnstream.models._sse import ProtocolFault, SseDecoder, SseEvent, bounded_reason
 from turnstream.runtime.model_client import ModelEvent, StreamEnd
@@ -88,28 +89,6 @@ class ModelTimeouts(BaseModel):
         return httpx.Timeout(
             connect=self.connect, read=self.read, write=self.write, pool=self.pool
         )
-
-
-class Secret:
-    """A credential that never shows itself in ``repr`` or ``str``."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        """The credential itself; only for building request headers."""
-        return self._value
-
-    def redact(self, text: str) -> str:
-        """``text`` with every occurrence of the credential masked."""
-        return text.replace(self._value, "[redacted]") if self._value else text
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
 
 
 class StreamParser(Protocol):

@@ -11,7 +11,10 @@ A table of contents:
 - ``exporter`` -- :class:`ServiceCollector`, a Prometheus collector that reads a
   :class:`MetricsSource` (the loop-actor service's counters) at scrape time;
 - ``http`` -- :class:`HealthServer`, a small asyncio HTTP server for
-  ``/metrics``, ``/ready`` and ``/healthz``, bound to 127.0.0.1 by default.
+  ``/metrics``, ``/ready`` and ``/healthz``, bound to 127.0.0.1 by default;
+- ``signals`` -- :func:`~turnstream.observability.signals.stop_on_signals`,
+  the long-running deployables' SIGTERM/SIGINT (ordered stop) and SIGUSR1
+  (task stacks) handlers.
 
 Adapters layer: may import prometheus-client; must not import aiokafka, the
 runtime, the wire codec or a composition root. The metrics source is a

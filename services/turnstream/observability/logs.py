@@ -37,6 +37,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Final, TextIO
 
+from turnstream.errors import ConfigError
+
 __all__ = [
     "LIBRARY_LOGGERS",
     "REDACTED",
@@ -50,6 +52,8 @@ __all__ = [
     "TextFormatter",
     "configure_logging",
     "library_level",
+    "parse_log_format",
+    "parse_log_level",
     "record_fields",
     "set_verbose",
 ]
@@ -90,6 +94,30 @@ class LogFormat(StrEnum):
 
     JSON = "json"
     TEXT = "text"
+
+
+def parse_log_format(raw: str, *, setting: str = "--log-format") -> LogFormat:
+    """``json`` or ``text``.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    try:
+        return LogFormat(raw.strip().lower())
+    except ValueError:
+        raise ConfigError(setting, f"{raw!r}: expected 'json' or 'text'") from None
+
+
+def parse_log_level(raw: str, *, setting: str = "--log-level") -> int:
+    """A stdlib level by name (``DEBUG`` … ``CRITICAL``, any case).
+
+    Raises:
+        ConfigError: an unknown level name.
+    """
+    level = logging.getLevelNamesMapping().get(raw.strip().upper())
+    if level is None:
+        raise ConfigError(setting, f"{raw!r}: expected DEBUG, INFO, WARNING or ERROR")
+    return level
 
 
 def _redacted(name: str) -> bool:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from turnstream.config import Setting
 from turnstream.errors import ConfigError
 
-__all__ = ["TRACING_ENV", "TracingSettings"]
+__all__ = ["TRACING_ENV", "TRACING_SETTINGS", "TracingSettings"]
 
 TRACING_ENV = {
     "endpoint": ("TURNSTREAM_OTEL_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
@@ -30,6 +31,25 @@ turns it off whatever is set.
 """
 
 _SERVICE_NAME = "turnstream-actor"
+_HELP = {
+    "endpoint": "OTLP/HTTP base address of the trace collector "
+    "(http://host:4318); unset, tracing is off.",
+    "sample_ratio": "Share of turns traced when the submit carried no decision "
+    "of its own (0 to 1).",
+    "service_name": f"The service.name of the spans ({_SERVICE_NAME}).",
+    "capture_content": "Record message text on model spans (true or false).",
+}
+
+TRACING_SETTINGS = tuple(
+    Setting(
+        name=f"otel_{name}",
+        env=variables[0],
+        help=_HELP[name] + (f" Else {variables[1]}." if len(variables) > 1 else ""),
+        panel="Tracing",
+    )
+    for name, variables in TRACING_ENV.items()
+)
+"""The tracing settings as declarations (environment only), for the reference."""
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 

@@ -102,7 +102,8 @@ class TopicSchema:
 def default_schema_dir() -> Path:
     """The schema directory used when none is passed.
 
-    ``$TURNSTREAM_SCHEMA_DIR`` when set, else the schemas packaged in the
+    The one the process chose (``$TURNSTREAM_SCHEMA_DIR`` for the CLI, see
+    :func:`turnstream.resources.use_schema_dir`), else the schemas packaged in the
     installed wheel, else the source checkout's ``schemas/`` (editable
     installs); see :func:`turnstream.resources.schema_dir`.
     """

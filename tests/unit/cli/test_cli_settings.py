@@ -11,13 +11,12 @@ from turnstream.cli.settings import (
     KafkaTarget,
     MetricsEndpoint,
     ModelChoice,
-    actor_settings,
     parse_log_format,
     parse_loop_id,
 )
 from turnstream.errors import ConfigError
 from turnstream.kafka.security import SaslMechanism, SecurityProtocol
-from turnstream.loop_actor.settings import parse_security
+from turnstream.loop_actor.settings import parse_security, parse_settings
 from turnstream.observability.logs import LogFormat
 
 KEY = "sk-test-not-a-real-key-0123456789"
@@ -183,17 +182,15 @@ def test_actor_settings_apply_flags_over_the_environment() -> None:
         "TURNSTREAM_SYSTEM_PROMPT": "be brief",
         "ANTHROPIC_API_KEY": KEY,
     }
-    target = KafkaTarget.resolve(bootstrap="kafka:9092", env={}, prefix="p.")
-    model = ModelChoice.parse("anthropic:claude-x", base_url=None, env=env)
+    flags = {
+        "bootstrap": "kafka:9092",
+        "topic_prefix": "p.",
+        "group_id": "from-flag",
+        "model": "anthropic:claude-x",
+        "tools": "none",
+    }
 
-    settings = actor_settings(
-        target=target,
-        group="from-flag",
-        model=model,
-        tools="none",
-        system_prompt=None,
-        env=env,
-    )
+    settings = parse_settings(env, flags)
 
     assert settings.bootstrap == "kafka:9092"
     assert settings.group_id == "from-flag"
@@ -230,14 +227,12 @@ def test_kafka_target_reads_security_like_the_loop_actor() -> None:
 
 def test_actor_settings_take_the_targets_security() -> None:
     """actor run's services use the security its own broker probe used."""
-    target = KafkaTarget.resolve(
-        bootstrap="k:9092", env={}, security={"security_protocol": "SSL"}
-    )
-    model = ModelChoice.parse("demo", base_url=None, env={})
+    flags = {"bootstrap": "k:9092", "security_protocol": "SSL"}
+    target = KafkaTarget.resolve(bootstrap="k:9092", env={}, security=flags)
 
-    settings = actor_settings(
-        target=target, group="g", model=model, tools="demo", system_prompt=None, env={}
-    )
+    settings = parse_settings({}, flags)
+
+    assert settings.security == target.security
 
     assert settings.security.protocol is SecurityProtocol.SSL
 
@@ -247,18 +242,14 @@ def test_actor_settings_security_flags_with_the_password_in_the_environment() ->
     both are validated together (the environment alone is not checked first).
     """
     env = {"TURNSTREAM_KAFKA_SASL_PASSWORD": "pw-from-env"}
-    target = KafkaTarget.resolve(
-        bootstrap="kafka:9093",
-        env=env,
-        security={
+    settings = parse_settings(
+        env,
+        {
+            "bootstrap": "kafka:9093",
             "security_protocol": "SASL_SSL",
             "sasl_mechanism": "SCRAM-SHA-512",
             "sasl_username": "actor",
         },
-    )
-    model = ModelChoice.parse("demo", base_url=None, env=env)
-    settings = actor_settings(
-        target=target, group="g", model=model, tools="demo", system_prompt=None, env=env
     )
     assert settings.security.protocol is SecurityProtocol.SASL_SSL
     assert settings.security.client_kwargs()["sasl_plain_password"] == "pw-from-env"

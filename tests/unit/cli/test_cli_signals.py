@@ -10,7 +10,7 @@ import signal
 import pytest
 from tests.support.eventually import assert_eventually
 
-from turnstream.cli.signals import stop_on_signals
+from turnstream.observability.signals import stop_on_signals
 
 
 async def test_sigusr1_logs_each_task_and_the_await_it_is_in(
@@ -23,7 +23,7 @@ async def test_sigusr1_logs_each_task_and_the_await_it_is_in(
 
     stopped = asyncio.Event()
     with (
-        caplog.at_level(logging.WARNING, logger="turnstream.cli.signals"),
+        caplog.at_level(logging.WARNING, logger="turnstream.observability.signals"),
         stop_on_signals(stopped.set),
     ):
         parked = asyncio.create_task(

@@ -1,9 +1,10 @@
-"""The process edge of the command line: signal handling.
+"""The process edge of a long-running deployable: signal handling.
 
-Owns :func:`stop_on_signals`, the only place the CLI installs signal handlers
-(SIGTERM and SIGINT ask a long-running command such as ``actor run`` for an
-ordered shutdown instead of killing it; SIGUSR1 logs where each of its asyncio
-tasks waits, for an operator looking at a process that seems stuck).
+Owns :func:`stop_on_signals`, the only place signal handlers are installed
+(SIGTERM and SIGINT ask a long-running process such as the loop actor or the
+analytics worker for an ordered shutdown instead of killing it; SIGUSR1 logs
+where each of its asyncio tasks waits, for an operator looking at a process
+that seems stuck).
 """
 
 from __future__ import annotations
