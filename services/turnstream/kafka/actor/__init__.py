@@ -2,8 +2,13 @@
 
 A table of contents, in the order a command travels:
 
-- ``service``: :class:`LoopActorService` (consumer-group member, rebalance
-  handling, ordered shutdown) and :class:`ServiceSettings`;
+- ``service``: :class:`LoopActorService` (consumer-group member: start, drain,
+  ordered shutdown), with ``settings`` (:class:`ServiceSettings`) and its
+  parts, which share one ``membership``: ``consumer_loop`` (join, fetch,
+  dispatch, the rebalance bridge), ``partitions`` (rebalance callbacks,
+  takeover, handover, rebuild; ``takeover_retries`` backs failed takeovers
+  off), ``watchers`` (lag, broker health), ``assignment`` (the sticky
+  assignor) and ``group_leave`` (a static member leaving for good);
 - ``runner``: :class:`PartitionRunner`, everything done for one owned commands
   partition (dispatch to loop actors in offset order, handover);
 - ``poison``: which records must not run (undecodable, mis-keyed,
@@ -27,7 +32,8 @@ from turnstream.kafka.actor.journal import PartitionJournal
 from turnstream.kafka.actor.metrics import LatencyHistogram, ServiceMetrics
 from turnstream.kafka.actor.offsets import CommandOffsets
 from turnstream.kafka.actor.runner import PartitionRunner, RunnerContext, SetupFor
-from turnstream.kafka.actor.service import LoopActorService, ServiceSettings
+from turnstream.kafka.actor.service import LoopActorService
+from turnstream.kafka.actor.settings import ServiceSettings
 from turnstream.kafka.actor.writer import (
     PartitionWriter,
     WriterSettings,
