@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from turnstream.kafka.actor.writer import WriterSettings
+from turnstream.kafka.actor.writer_settings import WriterSettings
 from turnstream.kafka.topology import TopicNames
 
 __all__ = ["ServiceSettings"]
