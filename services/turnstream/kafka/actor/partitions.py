@@ -44,6 +44,10 @@ _log = logging.getLogger(SERVICE_LOG)
 class OwnedPartitions:
     """The service's partition runners, kept in step with the group's assignment.
 
+    A little over ~400 lines on purpose: the rebalance callbacks, the takeover
+    and the rebuild all change the same runner set and its bookkeeping
+    (partitions opening, to rebuild, their generations), so they stay together.
+
     Args:
         membership: the consumer-group state the service's parts share.
         codec: encodes and decodes records.

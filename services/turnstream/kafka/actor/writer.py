@@ -126,6 +126,9 @@ _log = logging.getLogger(__name__)
 class PartitionWriter:
     """The single writer of one partition's transactions (see module docstring).
 
+    Larger than ~400 lines on purpose: its queue, group commit and failure
+    verdicts share the request futures, the life state and the ledger.
+
     Args:
         partition: the commands partition (= events and loops partition).
         clients: builds the transactional producer.
