@@ -1,6 +1,6 @@
 """The loop-actor service: a consumer group member that runs loops on Kafka.
 
-Owns :class:`LoopActorService` and :class:`ServiceSettings`. The service
+Owns :class:`LoopActorService` (and re-exports :class:`ServiceSettings`). The service
 consumes ``turnstream.commands.v1`` in a consumer group (auto-commit off,
 ``read_committed``) and, per assigned partition, runs a
 :class:`~turnstream.kafka.actor.runner.PartitionRunner` (one transactional producer
