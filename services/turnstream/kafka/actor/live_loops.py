@@ -22,6 +22,7 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 from uuid import UUID
 
 from turnstream.commands import AnyCommand, DeleteLoop, Shutdown, SubmitInput
@@ -31,9 +32,11 @@ from turnstream.ids import CommandId, LoopId, SessionId
 from turnstream.kafka.actor.journal import PartitionJournal
 from turnstream.kafka.actor.runner_context import RunnerContext
 from turnstream.runtime.actor import LoopActor, LoopStatus
-from turnstream.runtime.config import RestorePolicy
+from turnstream.runtime.config import LoopConfig, RestorePolicy
 from turnstream.runtime.errors import RestoreError
 from turnstream.runtime.hooks import HookRunner, Tracer
+from turnstream.runtime.model_client import ModelClient
+from turnstream.runtime.ports import AccessPolicy, Clock, IdSource, Journal, LiveHub
 from turnstream.runtime.restore import restore_loop
 from turnstream.runtime.session import LoopSetup
 from turnstream.state import LoopState
@@ -58,6 +61,19 @@ class LiveEntry:
     # Set while the loop is being passivated; done once it is (or was not).
     leaving: asyncio.Event | None = None
     refusing: bool = False  # never announced: it only refuses, and binds nothing
+
+
+class _ActorPorts(TypedDict):
+    """The arguments every actor of a partition is built with."""
+
+    config: LoopConfig
+    model: ModelClient
+    journal: Journal
+    hub: LiveHub
+    clock: Clock
+    ids: IdSource
+    hooks: HookRunner | None
+    access_policy: AccessPolicy | None
 
 
 def _traced(hooks: HookRunner | None, tracer: Tracer | None) -> HookRunner | None:
@@ -144,9 +160,14 @@ class LiveLoops:
         announce: bool = False,
     ) -> LoopActor:
         """The actor of a restored loop, run with ``setup``."""
-        ctx = self._ctx
         return LoopActor.from_state(
-            state,
+            state, **self._ports(setup, journal), announce=announce
+        )
+
+    def _ports(self, setup: LoopSetup, journal: PartitionJournal) -> _ActorPorts:
+        """What an actor of this partition runs with, by ``setup``."""
+        ctx = self._ctx
+        return _ActorPorts(
             config=setup.config,
             model=setup.model,
             journal=journal,
@@ -155,7 +176,6 @@ class LiveLoops:
             ids=ctx.ids,
             hooks=_traced(setup.hooks, ctx.tracer),
             access_policy=setup.access_policy,
-            announce=announce,
         )
 
     async def sweep(self) -> None:
@@ -262,14 +282,7 @@ class LiveLoops:
                 actor = LoopActor(
                     session_id=SessionId(command.session_id),
                     loop_id=loop_id,
-                    config=setup.config,
-                    model=setup.model,
-                    journal=journal,
-                    hub=ctx.hub,
-                    clock=ctx.clock,
-                    ids=ctx.ids,
-                    hooks=_traced(setup.hooks, ctx.tracer),
-                    access_policy=setup.access_policy,
+                    **self._ports(setup, journal),
                     announce=binds,
                 )
         except RestoreError as exc:
