@@ -32,9 +32,9 @@ from turnstream.kafka.security import KafkaSecurity
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "KafkaClients",
-    "admin_session",
     "reachable",
     "start_client",
+    "started_admin",
     "stop_client",
 ]
 
@@ -201,7 +201,7 @@ async def start_client(
 
 
 @contextlib.asynccontextmanager
-async def admin_session(clients: KafkaClients, *, seconds: float) -> AsyncIterator[Any]:
+async def started_admin(clients: KafkaClients, *, seconds: float) -> AsyncIterator[Any]:
     """A started admin client of ``clients``, stopped on exit.
 
     Raises:

@@ -21,7 +21,7 @@ from typing import Final
 from aiokafka.errors import KafkaError
 
 from turnstream.errors import ConfigError
-from turnstream.kafka.clients import KafkaClients, admin_session
+from turnstream.kafka.clients import KafkaClients, started_admin
 from turnstream.kafka.diagnose import principal
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import transport_error
@@ -110,7 +110,7 @@ async def partition_counts(
         TransportError: the broker could not be asked.
     """
     seconds = clients.connection.request_timeout
-    async with admin_session(clients, seconds=seconds) as admin:
+    async with started_admin(clients, seconds=seconds) as admin:
         try:
             async with asyncio.timeout(seconds):
                 described = await admin.describe_topics(list(topics))

@@ -21,7 +21,7 @@ from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Array, Int16, Int32, Schema, String
 
 from turnstream.errors import TransportError
-from turnstream.kafka.clients import KafkaClients, admin_session
+from turnstream.kafka.clients import KafkaClients, started_admin
 from turnstream.kafka.faults import transport_error
 
 __all__ = ["leave_group"]
@@ -98,7 +98,7 @@ async def leave_group(
         TransportError: the coordinator could not be found or answered with an
             error (typed; the caller decides whether a slow handover matters).
     """
-    async with admin_session(clients, seconds=seconds) as admin:
+    async with started_admin(clients, seconds=seconds) as admin:
         try:
             async with asyncio.timeout(seconds):
                 node = await admin.find_coordinator(group_id)
