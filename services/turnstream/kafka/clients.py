@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
@@ -33,6 +34,7 @@ __all__ = [
     "KafkaClients",
     "reachable",
     "start_client",
+    "started_admin",
     "stop_client",
 ]
 
@@ -196,6 +198,26 @@ async def start_client(
         # ``stop_client``): a failed start, retried like a transient one.
         await stop_client(client, seconds=seconds)
         raise TransportError(operation, "cancelled inside", retriable=True) from exc
+
+
+@contextlib.asynccontextmanager
+async def started_admin(clients: KafkaClients, *, seconds: float) -> AsyncIterator[Any]:
+    """A started admin client of ``clients``, stopped on exit.
+
+    Raises:
+        KafkaAuthorizationError | TransportError: as :func:`start_client`.
+    """
+    admin = clients.admin()
+    await start_client(
+        admin,
+        seconds=seconds,
+        operation="start admin client",
+        security=clients.security,
+    )
+    try:
+        yield admin
+    finally:
+        await stop_client(admin, seconds=seconds)
 
 
 async def reachable(client: Any, *, seconds: float) -> bool:

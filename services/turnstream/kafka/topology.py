@@ -21,7 +21,7 @@ from typing import Final
 from aiokafka.errors import KafkaError
 
 from turnstream.errors import ConfigError
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, started_admin
 from turnstream.kafka.diagnose import principal
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import transport_error
@@ -110,22 +110,14 @@ async def partition_counts(
         TransportError: the broker could not be asked.
     """
     seconds = clients.connection.request_timeout
-    admin = clients.admin()
-    await start_client(
-        admin,
-        seconds=seconds,
-        operation="start admin client",
-        security=clients.security,
-    )
-    try:
-        async with asyncio.timeout(seconds):
-            described = await admin.describe_topics(list(topics))
-    except (TimeoutError, KafkaError, OSError) as exc:
-        raise transport_error(
-            "describe topics", exc, security=clients.security
-        ) from exc
-    finally:
-        await stop_client(admin, seconds=seconds)
+    async with started_admin(clients, seconds=seconds) as admin:
+        try:
+            async with asyncio.timeout(seconds):
+                described = await admin.describe_topics(list(topics))
+        except (TimeoutError, KafkaError, OSError) as exc:
+            raise transport_error(
+                "describe topics", exc, security=clients.security
+            ) from exc
     counts: dict[str, int] = {}
     for entry in described:
         name = str(entry["topic"])

@@ -2,14 +2,26 @@
 
 A table of contents, in the order a command travels:
 
-- ``service``: :class:`LoopActorService` (consumer-group member, rebalance
-  handling, ordered shutdown) and :class:`ServiceSettings`;
+- ``service``: :class:`LoopActorService` (consumer-group member: start, drain,
+  ordered shutdown), with ``settings`` (:class:`ServiceSettings`) and its
+  parts, which share one ``membership``: ``consumer_loop`` (join, fetch,
+  dispatch, the rebalance bridge), ``partitions`` (rebalance callbacks,
+  takeover, handover, rebuild; ``takeover_retries`` backs failed takeovers
+  off), ``watchers`` (lag, broker health), ``assignment`` (the sticky
+  assignor) and ``group_leave`` (a static member leaving for good);
 - ``runner``: :class:`PartitionRunner`, everything done for one owned commands
-  partition (dispatch to loop actors in offset order, handover);
+  partition (dispatch to loop actors in offset order, handover), with
+  ``runner_context`` (:class:`RunnerContext`, what the runners share) and
+  ``live_loops`` (the partition's loop actors: created, restored,
+  passivated, stopped);
 - ``poison``: which records must not run (undecodable, mis-keyed,
   misrouted) and their full or bounded dead letters;
 - ``writer``: :class:`PartitionWriter`, the partition's transactional producer
-  and its single writer task (events + state + offsets in one transaction);
+  and its single writer task (events + state + offsets in one transaction),
+  with ``transaction`` (one transaction's body and requests),
+  ``offset_prediction`` (where the next records land), ``producer_recovery``
+  (the producer's start, and its recovery after a failed transaction) and
+  ``writer_settings``;
 - ``offsets``: :class:`CommandOffsets`, the command-offset ledger;
 - ``journal``: :class:`PartitionJournal`, the runtime's ``Journal`` port for the
   loops of one partition (snapshots + journal tail);
@@ -27,7 +39,8 @@ from turnstream.kafka.actor.journal import PartitionJournal
 from turnstream.kafka.actor.metrics import LatencyHistogram, ServiceMetrics
 from turnstream.kafka.actor.offsets import CommandOffsets
 from turnstream.kafka.actor.runner import PartitionRunner, RunnerContext, SetupFor
-from turnstream.kafka.actor.service import LoopActorService, ServiceSettings
+from turnstream.kafka.actor.service import LoopActorService
+from turnstream.kafka.actor.settings import ServiceSettings
 from turnstream.kafka.actor.writer import (
     PartitionWriter,
     WriterSettings,

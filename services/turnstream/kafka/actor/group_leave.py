@@ -21,7 +21,7 @@ from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Array, Int16, Int32, Schema, String
 
 from turnstream.errors import TransportError
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, started_admin
 from turnstream.kafka.faults import transport_error
 
 __all__ = ["leave_group"]
@@ -98,29 +98,21 @@ async def leave_group(
         TransportError: the coordinator could not be found or answered with an
             error (typed; the caller decides whether a slow handover matters).
     """
-    admin = clients.admin()
-    await start_client(
-        admin,
-        seconds=seconds,
-        operation="start admin client",
-        security=clients.security,
-    )
-    try:
-        async with asyncio.timeout(seconds):
-            node = await admin.find_coordinator(group_id)
-            response = await admin._client.send(
-                node, _LeaveGroupRequest(group_id, instance_id)
-            )
-    except (TimeoutError, KafkaError, OSError) as exc:
-        raise transport_error(
-            "leave the group",
-            exc,
-            security=clients.security,
-            permission="Read",
-            resource=group_id,
-        ) from exc
-    finally:
-        await stop_client(admin, seconds=seconds)
+    async with started_admin(clients, seconds=seconds) as admin:
+        try:
+            async with asyncio.timeout(seconds):
+                node = await admin.find_coordinator(group_id)
+                response = await admin._client.send(
+                    node, _LeaveGroupRequest(group_id, instance_id)
+                )
+        except (TimeoutError, KafkaError, OSError) as exc:
+            raise transport_error(
+                "leave the group",
+                exc,
+                security=clients.security,
+                permission="Read",
+                resource=group_id,
+            ) from exc
     codes = [response.error_code, *(m[2] for m in response.members)]
     if any(code == _UNKNOWN_MEMBER_ID for code in codes):
         return False

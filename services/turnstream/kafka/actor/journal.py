@@ -350,6 +350,13 @@ class PartitionJournal:
         if base is not None:
             view.resolved = _seen(base)
             view.open_turn = base.open_turn is not None
+        self._keep_view(loop_id, view, events)
+        return Recovery(base, tuple(events))
+
+    def _keep_view(
+        self, loop_id: UUID, view: _LoopView, events: Sequence[EnduringEvent]
+    ) -> None:
+        """Keep ``view`` of a recovered loop, ``events`` (its tail) folded in."""
         for event in events:
             if isinstance(event, TurnStarted):
                 view.open_turn = True
@@ -358,7 +365,6 @@ class PartitionJournal:
         _remember(view, events)
         self._views[loop_id] = view
         self._snapshots.forget(loop_id)
-        return Recovery(base, tuple(events))
 
     def _stored(self, loop_id: UUID) -> int:
         """How many history records of ``loop_id`` may be on the partition."""
@@ -403,14 +409,7 @@ class PartitionJournal:
                     open_turn=snapshot.open_turn is not None,
                     history_records=self._stored(loop_id),
                 )
-                for event in events:
-                    if isinstance(event, TurnStarted):
-                        view.open_turn = True
-                    elif event.ends_turn():
-                        view.open_turn = False
-                _remember(view, events)
-                self._views[loop_id] = view
-                self._snapshots.forget(loop_id)
+                self._keep_view(loop_id, view, events)
                 self._metrics.restores["snapshot+tail"] += 1
         return {i: await self.recover(LoopId(i)) for i in wanted}
 

@@ -39,6 +39,11 @@ commands partition and lives until that partition is revoked (or lost):
   :meth:`PartitionRunner.abandon` (fenced or failed writer) stops the actors
   without writing anything more.
 
+The loops' actors -- created, restored, passivated, stopped -- are kept by
+:class:`~turnstream.kafka.actor.live_loops.LiveLoops`; what the runners share
+is :class:`~turnstream.kafka.actor.runner_context.RunnerContext` (re-exported
+here).
+
 Part of ``turnstream.kafka``; imports the runtime's actor and restore (adapters
 sit above the runtime) and the wire codec; aiokafka only through its siblings.
 """
@@ -46,125 +51,39 @@ sit above the runtime) and the wire codec; aiokafka only through its siblings.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 from aiokafka import TopicPartition
 
-from turnstream.commands import AnyCommand, DeleteLoop, Shutdown, SubmitInput
+from turnstream.commands import AnyCommand, DeleteLoop, SubmitInput
 from turnstream.errors import DecodeError, TransportError, TurnstreamError
-from turnstream.events import Agency, Cause, RejectReason, TurnRejected
-from turnstream.ids import CommandId, LoopId, SessionId
-from turnstream.kafka.actor.deltas import DeltaPublisher
+from turnstream.events import Cause, RejectReason, TurnRejected
+from turnstream.ids import LoopId, SessionId
 from turnstream.kafka.actor.journal import PartitionJournal
-from turnstream.kafka.actor.metrics import ServiceMetrics
+from turnstream.kafka.actor.live_loops import LiveEntry, LiveLoops
 from turnstream.kafka.actor.poison import Poison, check_command, dead_letter
+from turnstream.kafka.actor.runner_context import RunnerContext, SetupFor, Spawn
 from turnstream.kafka.actor.writer import (
     PartitionWriter,
-    WriterSettings,
     WriterState,
     transactional_id,
 )
-from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import PartitionClosedError
 from turnstream.kafka.reader import HistoryReader, read_state_index
 from turnstream.kafka.records import DeadLetterKind
-from turnstream.kafka.topology import TopicNames
-from turnstream.runtime.actor import LoopActor, LoopStatus
-from turnstream.runtime.config import RestorePolicy
+from turnstream.runtime.actor import LoopActor
 from turnstream.runtime.errors import LoopClosedError, RestoreError
-from turnstream.runtime.hooks import HookRunner, Tracer
-from turnstream.runtime.ports import Clock, IdSource
 from turnstream.runtime.restore import restore_loop
-from turnstream.runtime.session import LoopSetup
 from turnstream.runtime.stamping import EventFactory
 from turnstream.runtime.tracing import TRACEPARENT, TraceContext, TraceContexts
-from turnstream.state import LoopState
-from turnstream.wire import Codec
 
 __all__ = ["PartitionRunner", "RunnerContext", "SetupFor", "Spawn"]
 
 _log = logging.getLogger(__name__)
-
-_PASSIVATE_SCAN = 16
-"""Busy loops a passivation pass looks past, at most, for parked ones."""
-_SWEEP_INTERVAL = 1.0
-"""Seconds between two passivation passes of a partition."""
-
-SetupFor = Callable[[LoopId, str], LoopSetup]
-"""What a loop runs with, by the agent it is bound to or asks for (``""``: the
-service's single agent); given by the composition root (an
-:class:`~turnstream.runtime.agent.AgentHost`'s ``setup_for``)."""
-
-Spawn = Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
-"""Starts a task in the service's task group."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunnerContext:
-    """What every partition runner of a service shares.
-
-    Attributes:
-        clients: builds producers and consumers.
-        topics: the topic set.
-        group_id: the consumer group.
-        txn_prefix: prefix of the transactional ids.
-        codec: encodes and decodes records.
-        hub: the live (deltas) hub for the actors.
-        setup_for: the loop configuration and model for a loop id.
-        clock: stamps events.
-        ids: mints ids.
-        metrics: the service's counters.
-        writer: the writers' settings.
-        stop_timeout: seconds a handover may take per loop.
-        spawn: starts tasks in the service's task group.
-        partitions: the commands topic's partition count (a command on any
-            other partition than its key's is dead-lettered).
-        resident_budget: how many loops this runner keeps live (actor and
-            decoded state) before it passivates the least recently used.
-        traces: the trace context submits carried, for the turns and their
-            event records (``None``: no trace headers are read or written).
-        tracer: records the loops' spans (``None``: tracing off).
-    """
-
-    clients: KafkaClients
-    topics: TopicNames
-    group_id: str
-    txn_prefix: str
-    codec: Codec
-    hub: DeltaPublisher
-    setup_for: SetupFor
-    clock: Clock
-    ids: IdSource
-    metrics: ServiceMetrics
-    writer: WriterSettings
-    stop_timeout: float
-    spawn: Spawn
-    partitions: int
-    resident_budget: Callable[[], int] = lambda: 1 << 62
-    traces: TraceContexts | None = None
-    tracer: Tracer | None = None
-
-
-@dataclass(slots=True)
-class _Live:
-    actor: LoopActor
-    task: asyncio.Task[None]
-    # Set while the loop is being passivated; done once it is (or was not).
-    leaving: asyncio.Event | None = None
-    refusing: bool = False  # never announced: it only refuses, and binds nothing
-
-
-def _traced(hooks: HookRunner | None, tracer: Tracer | None) -> HookRunner | None:
-    """The loop's hooks, with the service's tracer recording its operations."""
-    if tracer is None:
-        return hooks
-    return (hooks or HookRunner()).traced(tracer)
 
 
 def _remember_trace(traces: TraceContexts, command: SubmitInput, record: Any) -> None:
@@ -175,18 +94,6 @@ def _remember_trace(traces: TraceContexts, command: SubmitInput, record: Any) ->
             if carried is not None:
                 traces.remember(command.command_id, carried)
             return
-
-
-def _may_bind(command: AnyCommand, setup: LoopSetup) -> bool:
-    """Whether ``command`` may bind a loop that is not bound yet to ``setup``'s agent.
-
-    An input refused for its model (``model_not_allowed``) binds nothing, as an
-    input for an agent not hosted here binds nothing: the loop stays unbound
-    and its next input is resolved afresh.
-    """
-    if not isinstance(command, SubmitInput) or not command.model:
-        return True
-    return command.model in setup.config.allowed_models()
 
 
 class PartitionRunner:
@@ -211,7 +118,12 @@ class PartitionRunner:
         self._ctx = ctx
         self._on_broken = on_broken
         self._closing = False
-        self._live: dict[UUID, _Live] = {}
+        self._loops = LiveLoops(
+            partition,
+            ctx,
+            journal=lambda: self.journal,
+            closed=lambda: self._closing or self.broken,
+        )
         self._draining = False
         self._held: set[UUID] = set()
         self.next_offset: int | None = None
@@ -299,12 +211,12 @@ class PartitionRunner:
                     clock=ctx.clock,
                     ids=ctx.ids,
                     commit_timeout=setup.config.commit_timeout,
-                    policy=self._restore_policy(LoopId(loop_id)),
+                    policy=self._loops.restore_policy(LoopId(loop_id)),
                 )
                 if state.open_turn is not None:
                     # Resumed (a continuing agent): its actor runs the turn now,
                     # not when the loop's next command arrives.
-                    self._start_resumed(state)
+                    self._loops.start_resumed(state)
             except RestoreError as exc:
                 # Retried when the loop's next input arrives; its open turn
                 # stays open until then (no one can write it meanwhile).
@@ -315,35 +227,8 @@ class PartitionRunner:
             if self.broken:
                 raise PartitionClosedError(self.partition)
         self._sweeper_task = ctx.spawn(
-            self._sweep(), f"passivate-{ctx.topics.commands}-{self.partition}"
+            self._loops.sweep(), f"passivate-{ctx.topics.commands}-{self.partition}"
         )
-
-    def _restore_policy(self, loop_id: LoopId) -> Callable[[str], RestorePolicy]:
-        """The restore policy of the agent a restored loop is bound to."""
-
-        def policy(agent: str) -> RestorePolicy:
-            return self._ctx.setup_for(loop_id, agent).config.restore
-
-        return policy
-
-    def _start_resumed(self, state: LoopState) -> None:
-        """Start the actor of a loop whose restore resumed its open turn."""
-        ctx = self._ctx
-        loop_id = LoopId(state.loop_id)
-        setup = ctx.setup_for(loop_id, state.agent_name)
-        actor = LoopActor.from_state(
-            state,
-            config=setup.config,
-            model=setup.model,
-            journal=self.journal,
-            hub=ctx.hub,
-            clock=ctx.clock,
-            ids=ctx.ids,
-            hooks=_traced(setup.hooks, ctx.tracer),
-            access_policy=setup.access_policy,
-        )
-        task = ctx.spawn(self._run_actor(actor), f"loop-{loop_id}")
-        self._live[loop_id] = _Live(actor, task)
 
     # ----------------------------------------------------------- dispatch
 
@@ -374,7 +259,7 @@ class PartitionRunner:
             return
         ctx.metrics.commands[command.type] += 1
         try:
-            actor = await self._actor_for(command)
+            actor = await self._loops.actor_for(command)
         except KafkaAuthorizationError as exc:
             # Rebuilding the partition would be denied the same way: stop.
             self.writer.deny(exc)
@@ -394,52 +279,6 @@ class PartitionRunner:
             return
         if not (self._closing or self.broken):
             await self._deliver(record.offset, command, actor)
-
-    async def _sweep(self) -> None:
-        """Every second, passivate what is over the resident budget."""
-        while not (self._closing or self.broken):
-            await asyncio.sleep(_SWEEP_INTERVAL)
-            try:
-                await self._passivate()
-            except Exception:  # noqa: BLE001 - a defect here must not stop the service
-                _log.exception(
-                    "passivation failed", extra={"partition": self.partition}
-                )
-
-    async def _passivate(self) -> None:
-        """Stop the least recently used parked loops beyond the budget.
-
-        A loop with a turn running or anything queued is skipped (it counts
-        as used). A command that arrives for a loop being passivated waits
-        until it is (:meth:`_actor_for`), then restores it.
-        """
-        excess = len(self._live) - self._ctx.resident_budget()
-        if excess <= 0:
-            return
-        journal = self.journal
-        oldest = list(itertools.islice(self._live.items(), excess + _PASSIVATE_SCAN))
-        for loop_id, entry in oldest:
-            if excess <= 0 or self._closing or self.broken:
-                return
-            done = entry.task.done()  # stopped already (a client's Shutdown)
-            if entry.leaving is not None or not (
-                (done or entry.actor.parked) and journal.parkable(loop_id)
-            ):
-                continue
-            entry.leaving = asyncio.Event()
-            try:
-                if not done:
-                    await self._stop_actor(entry)
-                if (
-                    entry.task.done()
-                    and self._live.get(loop_id) is entry
-                    and journal.park(loop_id)
-                ):
-                    del self._live[loop_id]
-                    self._ctx.metrics.passivated += 1
-                    excess -= 1
-            finally:
-                entry.leaving.set()
 
     async def _deliver(
         self, offset: int, command: AnyCommand, actor: LoopActor | None
@@ -475,7 +314,7 @@ class PartitionRunner:
             if not isinstance(command, SubmitInput | DeleteLoop):
                 return
             try:
-                restarted = await self._actor_for(command)
+                restarted = await self._loops.actor_for(command)
             except TurnstreamError:
                 return  # stays unanswered: read again from the committed offset
             if restarted is not None and not (self._closing or self.broken):
@@ -533,142 +372,12 @@ class PartitionRunner:
             )
             self.writer.fail()
 
-    async def _actor_for(self, command: AnyCommand) -> LoopActor | None:
-        """The live actor of the command's loop, restored or created if needed.
-
-        Raises:
-            TransportError: Kafka could not be read (transient).
-            TurnstreamError: the loop cannot be restored (permanent).
-        """
-        loop_id = LoopId(command.loop_id)
-        live = self._live.get(loop_id)
-        if live is not None and live.leaving is not None:
-            await live.leaving.wait()  # passivated (or not) before it goes on
-            live = self._live.get(loop_id)
-        if live is not None and isinstance(command, SubmitInput):
-            await self._retire_refusing(live)
-        if live is not None and live.actor.status is not LoopStatus.STOPPED:
-            self._live[loop_id] = self._live.pop(loop_id)  # most recently used
-            return live.actor
-        if live is not None:
-            del self._live[loop_id]
-        journal = self.journal
-        # Only an input (re)starts a loop -- and a Shutdown or DeleteLoop of a
-        # known one, so that its LoopStopped or LoopDeleted is recorded
-        # whichever process restores it.
-        stop = isinstance(command, Shutdown | DeleteLoop) and journal.known(loop_id)
-        if not (isinstance(command, SubmitInput) or stop):
-            return None
-        ctx = self._ctx
-        asked = command.agent if isinstance(command, SubmitInput) else ""
-        setup = ctx.setup_for(loop_id, asked)
-        binds = _may_bind(command, setup)
-        refusing = not binds
-        try:
-            if journal.known(loop_id):
-                state = await restore_loop(
-                    journal,
-                    loop_id,
-                    clock=ctx.clock,
-                    ids=ctx.ids,
-                    commit_timeout=setup.config.commit_timeout,
-                    policy=self._restore_policy(loop_id),
-                )
-                # The loop keeps the agent it is bound to; a loop that only
-                # ever refused input (never announced) is bound by this one.
-                announced = bool(state.model)
-                refusing = not announced and not binds
-                if announced:
-                    setup = ctx.setup_for(loop_id, state.agent_name)
-                actor = LoopActor.from_state(
-                    state,
-                    config=setup.config,
-                    model=setup.model,
-                    journal=journal,
-                    hub=ctx.hub,
-                    clock=ctx.clock,
-                    ids=ctx.ids,
-                    hooks=_traced(setup.hooks, ctx.tracer),
-                    access_policy=setup.access_policy,
-                    announce=not announced and not stop and binds and not state.deleted,
-                )
-            else:
-                await journal.recover(loop_id)
-                actor = LoopActor(
-                    session_id=SessionId(command.session_id),
-                    loop_id=loop_id,
-                    config=setup.config,
-                    model=setup.model,
-                    journal=journal,
-                    hub=ctx.hub,
-                    clock=ctx.clock,
-                    ids=ctx.ids,
-                    hooks=_traced(setup.hooks, ctx.tracer),
-                    access_policy=setup.access_policy,
-                    announce=binds,
-                )
-        except RestoreError as exc:
-            _log.error(
-                "loop could not be restored",
-                extra={"partition": self.partition, "reason": exc.reason},
-            )
-            if isinstance(exc.__cause__, TransportError):
-                raise exc.__cause__ from exc
-            raise
-        if self._closing or self.broken:
-            return None
-        task = ctx.spawn(self._run_actor(actor), f"loop-{loop_id}")
-        self._live[loop_id] = _Live(actor, task, refusing=refusing)
-        return actor
-
-    async def _retire_refusing(self, live: _Live) -> None:
-        """Stop a loop that only refuses before a new input.
-
-        It refuses when its agent is not hosted here, or when its first input
-        named a model the agent does not allow. A refusal binds nothing, so
-        the next input is resolved afresh: once the refusing actor has
-        answered everything before it, it is stopped (quietly) and the input
-        gets a new actor.
-        """
-        actor = live.actor
-        if (actor.config.hosted and not live.refusing) or (
-            actor.status is LoopStatus.STOPPED
-        ):
-            return
-        ctx = self._ctx
-        stop = Shutdown(
-            command_id=CommandId(ctx.ids.new_id()),
-            session_id=actor.session_id,
-            loop_id=actor.loop_id,
-            created_at=ctx.clock.now(),
-            agency=Agency.MACHINE,
-        )
-        try:
-            async with asyncio.timeout(ctx.stop_timeout):
-                await actor.wait_idle()
-                await actor.shutdown(stop)
-        except TimeoutError:
-            _log.warning("refusing loop did not stop in time")
-
-    async def _run_actor(self, actor: LoopActor) -> None:
-        self._ctx.metrics.live_loops += 1
-        try:
-            await actor.run()
-        finally:
-            self._ctx.metrics.live_loops -= 1
-
     # ------------------------------------------------------------ stopping
 
     @property
     def running_turns(self) -> int:
         """Loops of this partition with a turn still running."""
-        return sum(
-            1
-            for entry in self._live.values()
-            if entry.actor.status in (LoopStatus.RUNNING, LoopStatus.SHUTTING_DOWN)
-            and not entry.actor.turn_suspended
-            and not entry.task.done()
-        )
+        return self._loops.running_turns
 
     def begin_drain(self) -> None:
         """Start no turn and take no input; running turns go on.
@@ -681,9 +390,7 @@ class PartitionRunner:
         self._draining = True
         if self._journal is not None:
             self._journal.close_for_drain()
-        for entry in self._live.values():
-            if not entry.task.done():
-                entry.actor.suspend_turn()
+        self._loops.suspend_turns()
 
     async def release(self) -> None:
         """Give the partition up: hand it over, or abandon it if the writer broke."""
@@ -696,17 +403,17 @@ class PartitionRunner:
         self._closing = True
         if self._journal is not None:
             self._journal.close_for_handover()
-        live = list(self._live.values())
+        live = self._loops.entries()
         if live and not self.broken:
             async with asyncio.TaskGroup() as group:
                 for entry in live:
-                    group.create_task(self._stop_actor(entry))
+                    group.create_task(self._loops.stop_actor(entry))
         await self._finish(live)
 
     async def abandon(self) -> None:
         """Stop without writing anything more (fenced, failed or lost)."""
         self._closing = True
-        await self._finish(list(self._live.values()))
+        await self._finish(self._loops.entries())
 
     async def give_up(self) -> None:
         """Stop at once, writing nothing and waiting on no commit (Kafka is down).
@@ -716,28 +423,11 @@ class PartitionRunner:
         """
         self._closing = True
         self.writer.fail()
-        await self._finish(list(self._live.values()), grace=1.0)
+        await self._finish(self._loops.entries(), grace=1.0)
 
-    async def _stop_actor(self, entry: _Live) -> None:
-        ctx = self._ctx
-        actor = entry.actor
-        command = Shutdown(
-            command_id=CommandId(ctx.ids.new_id()),
-            session_id=actor.session_id,
-            loop_id=actor.loop_id,
-            created_at=ctx.clock.now(),
-            agency=Agency.MACHINE,
-        )
-        try:
-            async with asyncio.timeout(ctx.stop_timeout):
-                await actor.shutdown(command, handover=True)
-                await asyncio.wait([entry.task])
-        except TimeoutError:
-            _log.warning(
-                "loop did not stop in time", extra={"partition": self.partition}
-            )
-
-    async def _finish(self, live: list[_Live], *, grace: float | None = None) -> None:
+    async def _finish(
+        self, live: list[LiveEntry], *, grace: float | None = None
+    ) -> None:
         wait = self._ctx.stop_timeout if grace is None else grace
         if self._sweeper_task is not None:
             self._sweeper_task.cancel()
@@ -745,7 +435,7 @@ class PartitionRunner:
             entry.task.cancel()
         if live:
             await asyncio.wait([e.task for e in live], timeout=wait)
-        self._live.clear()
+        self._loops.clear()
         if self._history is not None:
             await self._history.close()
         await self.writer.close()

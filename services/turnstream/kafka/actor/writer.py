@@ -52,9 +52,17 @@ coordinator aborts on the transaction timeout or the owner's takeover).
 Part of ``turnstream.kafka`` (the only aiokafka importer). Imports the wire
 codec to encode records; never the runtime's actor.
 
-One module on purpose (~800 lines): queueing, group commit, the transaction body and
-failure recovery all drive the same producer, phase and ledger; split apart, each
-part would reach into the others' state.
+The writer's parts, each in a module of its own: the body of one transaction
+and the requests it carries (:mod:`~turnstream.kafka.actor.transaction`), the
+offset prediction (:mod:`~turnstream.kafka.actor.offset_prediction`), the
+producer's start and its recovery after a failed transaction -- abort,
+re-initialise, look for a lost commit's record
+(:mod:`~turnstream.kafka.actor.producer_recovery`) -- and the settings and
+life states (:mod:`~turnstream.kafka.actor.writer_settings`, re-exported
+here). :class:`PartitionWriter` keeps the queue, the group commit and what a
+failure means for its requests; it is larger than ~400 lines on purpose: those
+three share the request futures, the writer's life state and the ledger, and
+split apart each would reach into the others'.
 """
 
 from __future__ import annotations
@@ -65,19 +73,35 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Final
 from uuid import UUID
 
-from aiokafka import TopicPartition
 from aiokafka.errors import TransactionalIdAuthorizationFailed
 
 from turnstream.errors import TransportError
 from turnstream.events import EnduringEvent
 from turnstream.kafka.actor.metrics import ServiceMetrics
 from turnstream.kafka.actor.offsets import CommandOffsets
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.actor.producer_recovery import (
+    ProducerRecovery,
+    transaction_refusal,
+)
+from turnstream.kafka.actor.transaction import (
+    Append,
+    DeadLetter,
+    MemberCancelled,
+    Mispredicted,
+    Outcome,
+    Phase,
+    Request,
+    TransactionBuilder,
+    resolves,
+)
+from turnstream.kafka.actor.writer_settings import (
+    WriterSettings,
+    WriterState,
+    transactional_id,
+)
+from turnstream.kafka.clients import KafkaClients, stop_client
 from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import (
@@ -87,135 +111,23 @@ from turnstream.kafka.faults import (
     PartitionFencedError,
     classify,
 )
-from turnstream.kafka.reader import head_headers, record_visible
-from turnstream.kafka.records import loop_key
-from turnstream.kafka.state_records import (
-    StateRecords,
-    erased_history_keys,
-    history_key,
-    split,
-)
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.effects import StagedRecord
 from turnstream.runtime.errors import EffectError
 from turnstream.runtime.tracing import TraceContexts, event_trace_headers
 from turnstream.state import LoopState
-from turnstream.wire import Codec, EncodeError
+from turnstream.wire import Codec
 
 __all__ = ["PartitionWriter", "WriterSettings", "WriterState", "transactional_id"]
 
 _log = logging.getLogger(__name__)
-_STATE_OVERHEAD: Final = 1024
-
-
-def transactional_id(prefix: str, group_id: str, topic: str, partition: int) -> str:
-    """The stable transactional id of one input partition's producer."""
-    return f"{prefix}-{group_id}-{topic}-{partition}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WriterSettings:
-    """How one partition's writer commits.
-
-    Attributes:
-        commit_deadline: seconds one commit may take, retries included. Keep
-            it below the loops' ``commit_timeout`` so the writer always decides
-            before the actor stops waiting.
-        transaction_timeout_ms: the producer's transaction timeout.
-        max_group: appends group-committed into one transaction at most.
-        offset_flush_interval: seconds an advanced command offset may wait for
-            a transaction to carry it before an offsets-only one is made.
-        backoff_initial: first retry delay in seconds (doubles per retry).
-        backoff_max: longest retry delay in seconds.
-        state_max_bytes: a state record larger than this is replaced by a small
-            "replay from the start" marker; keep it below the loops topic's
-            ``max.message.bytes``.
-        start_timeout: seconds to start (initialise) the producer.
-        close_timeout: seconds to stop the producer.
-    """
-
-    commit_deadline: float = 30.0
-    transaction_timeout_ms: int = 60_000
-    max_group: int = 32
-    offset_flush_interval: float = 1.0
-    backoff_initial: float = 0.1
-    backoff_max: float = 2.0
-    state_max_bytes: int = 1_000_000 - 16_384
-    start_timeout: float = 60.0
-    close_timeout: float = 10.0
-
-
-class WriterState(StrEnum):
-    """The writer's life: it only moves forward."""
-
-    NEW = "new"
-    OPEN = "open"
-    FENCED = "fenced"
-    FAILED = "failed"
-    CLOSED = "closed"
-
-
-@dataclass(slots=True, kw_only=True, eq=False)
-class _Append:
-    loop_id: UUID
-    payloads: tuple[tuple[bytes, list[tuple[str, bytes]]], ...]
-    state: LoopState | None
-    resolves: tuple[UUID, ...]
-    reply: asyncio.Future[LoopState | None]
-    started: float
-    on_commit: Callable[[LoopState | None], None] | None = None
-    added_ids: tuple[UUID, ...] = ()
-    erase_history: int = 0
-    effects: tuple[StagedRecord, ...] = ()
-
-
-@dataclass(slots=True, kw_only=True, eq=False)
-class _DeadLetter:
-    key: bytes | None
-    value: bytes
-    headers: list[tuple[str, bytes]]
-    resolves: UUID
-    reply: asyncio.Future[LoopState | None]
-    started: float
-
-
-_Request = _Append | _DeadLetter
-
-
-class _Phase(StrEnum):
-    IDLE = "idle"
-    OPEN = "open"
-    COMMITTING = "committing"
-
-
-@dataclass(slots=True)
-class _Outcome:
-    states: dict[int, LoopState] = field(default_factory=dict)
-    offset: int | None = None
-    probe: TopicPartition | None = None
-    probe_offset: int | None = None
-
-
-@dataclass(slots=True)
-class _SentStates:
-    """What :meth:`PartitionWriter._send_states` handed to the producer."""
-
-    history: list[asyncio.Future[Any]] = field(default_factory=list)
-    planned_history: list[int] = field(default_factory=list)
-    erased: list[asyncio.Future[Any]] = field(default_factory=list)
-    futures: list[asyncio.Future[Any]] = field(default_factory=list)
-
-
-class _MemberCancelled(Exception):
-    """A request's caller gave up before the commit: retry without it."""
-
-
-class _Mispredicted(Exception):
-    """The events did not land on the predicted offsets: write them again."""
 
 
 class PartitionWriter:
     """The single writer of one partition's transactions (see module docstring).
+
+    Larger than ~400 lines on purpose: its queue, group commit and failure
+    verdicts share the request futures, the life state and the ledger.
 
     Args:
         partition: the commands partition (= events and loops partition).
@@ -258,21 +170,31 @@ class PartitionWriter:
         self._still_owner = still_owner
         self._on_broken = on_broken
         self._ledger = CommandOffsets()
-        self._queue: deque[_Request] = deque()
+        self._queue: deque[Request] = deque()
         self._wake = asyncio.Event()
         self._state = WriterState.NEW
         self._closing = False
-        self._producer: Any = None
-        self._phase = _Phase.IDLE
         self._last_commit = time.monotonic()
-        self._commands_tp = TopicPartition(topics.commands, partition)
-        self._events_tp = TopicPartition(topics.events, partition)
         self._denial: KafkaAuthorizationError | None = None
-        # Where the next record of the events partition lands if nothing but
-        # this writer's transactions reach it; None: not known (slow way).
-        self._next_offset: int | None = None
-        # The same for the history partition (heads name their records' offsets).
-        self._next_history: int | None = None
+        self._txn = TransactionBuilder(
+            partition=partition,
+            topics=topics,
+            group_id=group_id,
+            codec=codec,
+            metrics=metrics,
+            ledger=self._ledger,
+            state_max_bytes=settings.state_max_bytes,
+        )
+        self._recovery = ProducerRecovery(
+            txn=self._txn,
+            clients=clients,
+            settings=settings,
+            transactional_id=txn_id,
+            still_owner=still_owner,
+            is_open=lambda: self._state is WriterState.OPEN,
+            broke=self._break,
+            note_denial=self._note_denial,
+        )
 
     # ------------------------------------------------------------------ state
 
@@ -307,7 +229,9 @@ class PartitionWriter:
             TransportError: the producer could not be initialised in time.
         """
         try:
-            self._producer = await self._new_producer(self._settings.start_timeout)
+            self._txn.producer = await self._recovery.new_producer(
+                self._settings.start_timeout
+            )
         except TransportError as exc:
             denied = authorization_error(
                 exc.__cause__ or exc,
@@ -323,19 +247,6 @@ class PartitionWriter:
             raise
         self._state = WriterState.OPEN
 
-    async def _new_producer(self, seconds: float) -> Any:
-        producer = self._clients.transactional_producer(
-            self.transactional_id,
-            transaction_timeout_ms=self._settings.transaction_timeout_ms,
-        )
-        await start_client(
-            producer,
-            seconds=seconds,
-            operation="start producer",
-            security=self._clients.security,
-        )
-        return producer
-
     async def run(self) -> None:
         """The writer task: commit request groups until closed or broken."""
         try:
@@ -345,12 +256,12 @@ class PartitionWriter:
                     break
                 await self._commit_group(batch)
         finally:
-            if self._phase is _Phase.OPEN and self._producer is not None:
+            if self._txn.phase is Phase.OPEN and self._txn.producer is not None:
                 # Cancelled mid-transaction: abort it rather than leave it to
                 # the transaction timeout or the next owner.
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(min(self._settings.close_timeout, 2.0)):
-                        await self._producer.abort_transaction()
+                        await self._txn.producer.abort_transaction()
             self._fail_queued()
             await self._close_producer()
 
@@ -378,7 +289,7 @@ class PartitionWriter:
     async def _close_producer(self) -> None:
         if self._state is WriterState.OPEN:
             self._state = WriterState.CLOSED
-        producer, self._producer = self._producer, None
+        producer, self._txn.producer = self._txn.producer, None
         if producer is not None:
             await stop_client(producer, seconds=self._settings.close_timeout)
 
@@ -449,16 +360,13 @@ class PartitionWriter:
             (self._codec.marshal_event(e), self._event_headers(e)) for e in events
         )
         resolves = tuple(r for r in (e.reply_to() for e in events) if r is not None)
-        reply: asyncio.Future[LoopState | None] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._queue.append(
-            _Append(
+        return await self._submit(
+            Append(
                 loop_id=loop_id,
                 payloads=payloads,
                 state=state,
                 resolves=resolves,
-                reply=reply,
+                reply=asyncio.get_running_loop().create_future(),
                 started=time.monotonic(),
                 on_commit=on_commit,
                 added_ids=tuple(added_ids),
@@ -466,8 +374,6 @@ class PartitionWriter:
                 effects=tuple(effects),
             )
         )
-        self._wake.set()
-        return await reply
 
     async def dead_letter(
         self,
@@ -488,21 +394,22 @@ class PartitionWriter:
         """
         self._check_open()
         self._ledger.awaiting(offset, record_id)
-        reply: asyncio.Future[LoopState | None] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._queue.append(
-            _DeadLetter(
+        await self._submit(
+            DeadLetter(
                 key=key,
                 value=value,
                 headers=headers,
                 resolves=record_id,
-                reply=reply,
+                reply=asyncio.get_running_loop().create_future(),
                 started=time.monotonic(),
             )
         )
+
+    async def _submit(self, request: Request) -> LoopState | None:
+        """Queue ``request`` for the writer task; wait for its transaction."""
+        self._queue.append(request)
         self._wake.set()
-        await reply
+        return await request.reply
 
     def _fail_queued(self) -> None:
         while self._queue:
@@ -521,13 +428,13 @@ class PartitionWriter:
 
     # ------------------------------------------------------------ the loop
 
-    async def _next_batch(self) -> list[_Request] | None:
+    async def _next_batch(self) -> list[Request] | None:
         """The next group to commit; ``[]`` for offsets only; ``None`` to stop."""
         while True:
             while self._queue and self._queue[0].reply.done():
                 self._queue.popleft()  # the caller gave up before we started
             if self._queue:
-                batch: list[_Request] = []
+                batch: list[Request] = []
                 while self._queue and len(batch) < self._settings.max_group:
                     request = self._queue.popleft()
                     if not request.reply.done():
@@ -554,7 +461,7 @@ class PartitionWriter:
             except TimeoutError:
                 continue
 
-    async def _commit_group(self, batch: list[_Request]) -> None:
+    async def _commit_group(self, batch: list[Request]) -> None:
         deadline = time.monotonic() + self._settings.commit_deadline
         backoff = self._settings.backoff_initial
         attempts = 0
@@ -563,11 +470,11 @@ class PartitionWriter:
             if not batch and not self._ledger.needs_commit():
                 return
             attempts += 1
-            outcome = _Outcome()
+            outcome = Outcome()
             try:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
-                    await self._transaction(batch, outcome)
-            except (_MemberCancelled, _Mispredicted):
+                    await self._txn.commit(batch, outcome)
+            except (MemberCancelled, Mispredicted):
                 continue
             except Exception as exc:  # noqa: BLE001 - every failure is classified
                 if await self._settle_failure(exc, batch, outcome, deadline, attempts):
@@ -582,21 +489,21 @@ class PartitionWriter:
     async def _settle_failure(
         self,
         exc: Exception,
-        batch: list[_Request],
-        outcome: _Outcome,
+        batch: list[Request],
+        outcome: Outcome,
         deadline: float,
         attempts: int,
     ) -> bool:
         """Handle a failed transaction; ``True`` if the group is settled."""
-        refused = _transaction_refusal(self._producer)
+        refused = transaction_refusal(self._txn.producer)
         if isinstance(refused, Exception) and classify(refused) is Fault.DENIED:
             # The refusal aiokafka kept to itself is the cause of whatever the
             # next call raised (IllegalOperation: not in a transaction).
             exc = refused
         fault = classify(exc)
         if fault is Fault.DENIED:
-            self._note_denial(exc)  # before _recover may break the writer
-        verdict = await self._recover(exc, outcome, deadline)
+            self._note_denial(exc)  # before recovery may break the writer
+        verdict = await self._recovery.recover(exc, outcome, deadline)
         if verdict == "committed":
             self._succeed(batch, outcome)
             return True
@@ -686,232 +593,6 @@ class PartitionWriter:
         if topic in own or topic.startswith("__"):
             raise EffectError("reserved_topic")
 
-    async def _send(self, topic: str, value: bytes | None, **kwargs: Any) -> Any:
-        """Hand one record to the producer; return its delivery future.
-
-        Every delivery future gets a callback that retrieves its exception, so
-        a transaction that fails half-way leaves no unobserved exception behind.
-        """
-        delivery = await self._producer.send(topic, value, **kwargs)
-        delivery.add_done_callback(_observe)
-        return delivery
-
-    async def _transaction(self, batch: list[_Request], outcome: _Outcome) -> None:
-        producer = self._producer
-        # Taken, not peeked: any failure below leaves it unknown.
-        predicted, self._next_offset = self._next_offset, None
-        history_at, self._next_history = self._next_history, None
-        self._phase = _Phase.OPEN
-        await producer.begin_transaction()
-        event_futures, other_futures = await self._send_events(batch)
-        resolving = [u for r in batch for u in _resolves(r)]
-        target = self._ledger.committable(resolving)
-        if predicted is None:
-            offsets = [await _all(sent) for sent in event_futures]
-            states = await self._send_states(
-                batch, _offset_ranges(offsets), target, outcome, history_at
-            )
-        else:
-            planned = _planned_ranges(batch, predicted)
-            states = await self._send_states(
-                batch, planned, target, outcome, history_at
-            )
-            offsets = [await _all(sent) for sent in event_futures]
-            if _offset_ranges(offsets) != planned:
-                await self._mispredicted()
-        other_futures += states.futures
-        history_offsets = [m.offset for m in await _all(states.history)]
-        if history_offsets != states.planned_history:
-            await self._mispredicted()
-        history_offsets += [m.offset for m in await _all(states.erased)]
-        for metas in offsets:
-            if metas and outcome.probe is None:
-                outcome.probe, outcome.probe_offset = self._events_tp, metas[0].offset
-        written = await _all(other_futures)
-        if outcome.probe is None and written:
-            outcome.probe = TopicPartition(written[0].topic, written[0].partition)
-            outcome.probe_offset = written[0].offset
-        committed = self._ledger.committed
-        if target is not None and (committed is None or target > committed):
-            await producer.send_offsets_to_transaction(
-                {self._commands_tp: target}, self._group_id
-            )
-            outcome.offset = target
-        if any(r.reply.cancelled() for r in batch):
-            await producer.abort_transaction()
-            self._phase = _Phase.IDLE
-            raise _MemberCancelled
-        self._phase = _Phase.COMMITTING
-        await producer.commit_transaction()
-        self._phase = _Phase.IDLE
-        last = max((m.offset for metas in offsets for m in metas), default=None)
-        # After this transaction's last record comes its commit marker.
-        self._next_offset = predicted if last is None else last + 2
-        self._next_history = max(history_offsets) + 2 if history_offsets else history_at
-
-    async def _mispredicted(self) -> None:
-        """Records did not land where predicted: abort, write again the slow way."""
-        await self._producer.abort_transaction()
-        self._phase = _Phase.IDLE
-        self._metrics.offset_mispredictions += 1
-        raise _Mispredicted
-
-    async def _send_events(
-        self, batch: list[_Request]
-    ) -> tuple[list[list[asyncio.Future[Any]]], list[asyncio.Future[Any]]]:
-        """Hand each request's events (or dead letter) to the producer.
-
-        Returns each request's event delivery futures, and the dead letters'.
-        """
-        event_futures: list[list[asyncio.Future[Any]]] = []
-        other_futures: list[asyncio.Future[Any]] = []
-        for request in batch:
-            sent, others = await self._send_request(request)
-            event_futures.append(sent)
-            other_futures += others
-        return event_futures, other_futures
-
-    async def _send_request(
-        self, request: _Request
-    ) -> tuple[list[asyncio.Future[Any]], list[asyncio.Future[Any]]]:
-        """Hand one request's records to the producer; (events, others) futures."""
-        if isinstance(request, _DeadLetter):
-            return [], [
-                await self._send(
-                    self._topics.dead_letters,
-                    request.value,
-                    key=request.key,
-                    headers=request.headers,
-                )
-            ]
-        key = loop_key(request.loop_id)
-        events = [
-            await self._send(
-                self._topics.events,
-                value,
-                key=key,
-                partition=self.partition,
-                headers=headers,
-            )
-            for value, headers in request.payloads
-        ]
-        # Staged effects: partitioned by their key, as any producer places them.
-        effects = [
-            await self._send(
-                effect.topic, effect.value, key=effect.key, headers=list(effect.headers)
-            )
-            for effect in request.effects
-        ]
-        return events, effects
-
-    async def _send_states(
-        self,
-        batch: list[_Request],
-        ranges: list[range],
-        target: int | None,
-        outcome: _Outcome,
-        history_at: int | None,
-    ) -> _SentStates:
-        """Hand each request's state records to the producer.
-
-        ``ranges[i]``: the offsets of request ``i``'s events, known or planned.
-        The history records go first; each head names where its history
-        record lands: predicted from ``history_at`` when known (checked before
-        the commit), else learnt by waiting for the history records' delivery
-        (one more round trip). The states written are kept in ``outcome.states``.
-        """
-        sent = _SentStates()
-        split_up: list[tuple[int, StateRecords]] = []
-        erased: list[bytes] = []
-        for index, (request, events) in enumerate(zip(batch, ranges, strict=True)):
-            if not isinstance(request, _Append) or request.state is None:
-                continue
-            state = request.state.model_copy(
-                update={
-                    "journal_offset": events.stop
-                    if events
-                    else request.state.journal_offset,
-                    "command_offset": target if target is not None else -1,
-                }
-            )
-            if state.history_records > 0 and state.history_first_offset < 0:
-                # A lineage whose records' offsets are unknown (written before
-                # heads named them): start it over, so readers fetch by offset.
-                state = state.model_copy(update={"history_length": -1})
-            records, data = self._history_value(split(state, request.added_ids))
-            erased.extend(erased_history_keys(request.loop_id, request.erase_history))
-            if data is not None:
-                assert records.history is not None  # noqa: S101 - data is its value
-                number = records.history.history_records - 1
-                sent.history.append(
-                    await self._send(
-                        self._topics.history,
-                        data,
-                        key=history_key(records.head.loop_id, number),
-                        partition=self.partition,
-                        headers=self._codec.kafka_headers(records.history),
-                    )
-                )
-            split_up.append((index, records))
-        if history_at is not None:
-            sent.planned_history = list(
-                range(history_at, history_at + len(sent.history))
-            )
-        else:
-            metas = await _all(sent.history)
-            sent.planned_history = [m.offset for m in metas]
-        placed = iter(sent.planned_history)
-        for index, records in split_up:
-            written = (
-                records if records.history is None else records.placed(next(placed))
-            )
-            outcome.states[index] = written.kept
-            head = written.head
-            sent.futures.append(
-                await self._send(
-                    self._topics.loops,
-                    self._codec.marshal_state(head),
-                    key=loop_key(head.loop_id),
-                    partition=self.partition,
-                    headers=head_headers(self._codec, head),
-                )
-            )
-        # Tombstones of deleted loops' history records: after the records
-        # heads name, so they never shift a predicted offset.
-        for key in erased:
-            sent.erased.append(
-                await self._send(
-                    self._topics.history, None, key=key, partition=self.partition
-                )
-            )
-        return sent
-
-    def _history_value(
-        self, records: StateRecords
-    ) -> tuple[StateRecords, bytes | None]:
-        """The records to write, and the history record's value (if any)."""
-        history = records.history
-        if history is None:
-            return records, None
-        limit = self._settings.state_max_bytes - _STATE_OVERHEAD
-        try:
-            data = self._codec.marshal_state(history)
-        except EncodeError:
-            data = b""
-        if data and len(data) <= limit:
-            return records, data
-        # Too large for the history topic: a head that sends restore to a full
-        # replay of the journal (never a stale state), and the next write
-        # starts the history over.
-        unknown = {"history_first_offset": -1, "history_last_offset": -1}
-        head = records.head.model_copy(
-            update={"journal_offset": -1, "history_length": -1, **unknown}
-        )
-        kept = records.kept.model_copy(
-            update={"history_length": -1, "history_records": 0, **unknown}
-        )
-        return StateRecords(head, None, kept), None
-
     def _event_headers(self, event: EnduringEvent) -> list[tuple[str, bytes]]:
         """The record headers of ``event``: type, schema, and its turn's trace."""
         headers = self._codec.kafka_headers(event)
@@ -919,10 +600,10 @@ class PartitionWriter:
             headers += event_trace_headers(self._traces, event)
         return headers
 
-    def _succeed(self, batch: list[_Request], outcome: _Outcome) -> None:
+    def _succeed(self, batch: list[Request], outcome: Outcome) -> None:
         now = time.monotonic()
         self._last_commit = now
-        self._ledger.resolve(u for r in batch for u in _resolves(r))
+        self._ledger.resolve(u for r in batch for u in resolves(r))
         if outcome.offset is not None:
             self._ledger.mark_committed(outcome.offset)
         self._metrics.commits += 1
@@ -931,160 +612,14 @@ class PartitionWriter:
         for index, request in enumerate(batch):
             self._metrics.commit_latency.observe(now - request.started)
             written = outcome.states.get(index)
-            if isinstance(request, _DeadLetter):
+            if isinstance(request, DeadLetter):
                 self._metrics.dead_letters += 1
             elif request.on_commit is not None:
                 request.on_commit(written)
             if not request.reply.done():
                 request.reply.set_result(written)
 
-    def _fail(self, batch: list[_Request], error: BaseException) -> None:
+    def _fail(self, batch: list[Request], error: BaseException) -> None:
         for request in batch:
             if not request.reply.done():
                 request.reply.set_exception(error)
-
-    # ------------------------------------------------------------ recovery
-
-    async def _recover(self, exc: Exception, outcome: _Outcome, deadline: float) -> str:
-        """After a failed transaction: ``"retry"``, ``"committed"`` or ``"stop"``."""
-        phase, self._phase = self._phase, _Phase.IDLE
-        fault = classify(exc)
-        if fault is Fault.FENCED:
-            self._break(WriterState.FENCED)
-            return "stop"
-        if phase is _Phase.OPEN:
-            # Abort, then re-initialise whatever the abort did: aiokafka's abort
-            # after an abortable error ends the transaction client-side only
-            # (module docstring), and a refused record leaves the idempotent
-            # sequence numbers behind the broker's. InitProducerId aborts what
-            # the coordinator still holds; nothing of it becomes visible.
-            await self._abort(deadline)
-            if self._state is not WriterState.OPEN:
-                return "stop"
-            return "retry" if await self._rebuild(deadline) else "stop"
-        # The transaction's state is unknown (committing, fatal, abort failed):
-        # a fresh producer resolves it on the coordinator.
-        if not await self._rebuild(deadline):
-            return "stop"
-        if phase is not _Phase.COMMITTING or outcome.probe is None:
-            return "retry"
-        return await self._committed_or_not(outcome, deadline)
-
-    async def _committed_or_not(self, outcome: _Outcome, deadline: float) -> str:
-        """Whether a commit whose answer was lost happened: look for its record."""
-        assert outcome.probe is not None  # noqa: S101 - checked by the caller
-        assert outcome.probe_offset is not None  # noqa: S101 - set with probe
-        try:
-            async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
-                visible = await record_visible(
-                    self._clients, outcome.probe, outcome.probe_offset
-                )
-        except (TimeoutError, TransportError):
-            _log.error("commit outcome unknown", extra={"partition": self.partition})
-            self._break(WriterState.FAILED)
-            return "stop"
-        return "committed" if visible else "retry"
-
-    async def _abort(self, deadline: float) -> bool:
-        try:
-            async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
-                await self._producer.abort_transaction()
-        except Exception as exc:  # noqa: BLE001 - any failure: rebuild instead
-            if classify(exc) is Fault.FENCED:
-                self._break(WriterState.FENCED)
-            return False
-        return True
-
-    async def _rebuild(self, deadline: float) -> bool:
-        if self._state is not WriterState.OPEN:
-            return False
-        if not self._still_owner():
-            # Re-initialising would bump the epoch and fence the real owner.
-            self._break(WriterState.FENCED)
-            return False
-        old, self._producer = self._producer, None
-        await stop_client(old, seconds=min(self._settings.close_timeout, 2.0))
-        backoff = self._settings.backoff_initial
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._break(WriterState.FAILED)
-                return False
-            try:
-                self._producer = await self._new_producer(remaining)
-            except KafkaAuthorizationError as exc:
-                # Re-initialising cannot succeed until an operator grants it:
-                # stop now (the coordinator aborts the open transaction on
-                # its timeout) rather than retry until the deadline.
-                self._note_denial(exc)
-                self._break(WriterState.FAILED)
-                return False
-            except TransportError:
-                await asyncio.sleep(min(backoff, max(remaining, 0)))
-                backoff = min(backoff * 2, self._settings.backoff_max)
-                continue
-            return True
-
-
-def _transaction_refusal(producer: Any) -> BaseException | None:
-    """Why aiokafka put the open transaction into error, if it did.
-
-    A refused AddPartitionsToTxn (an ACL denies a partition's topic) or
-    TxnOffsetCommit is recorded only on the transaction manager's waiter; the
-    next call (``send_offsets_to_transaction``) then fails with
-    ``IllegalOperation``, which says nothing of the ACL, and an abort replaces
-    the waiter, leaving its exception unobserved (asyncio logs it at ERROR).
-    Reading it here both names the cause and observes it.
-    """
-    manager = getattr(producer, "_txn_manager", None)
-    waiter = getattr(manager, "_transaction_waiter", None)
-    if not isinstance(waiter, asyncio.Future) or not waiter.done():
-        return None
-    if waiter.cancelled():
-        return None
-    return waiter.exception()
-
-
-def _observe(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-async def _all(futures: Sequence[asyncio.Future[Any]]) -> list[Any]:
-    """Every result, or the first failure once all have settled."""
-    results = await asyncio.gather(*futures, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results
-
-
-def _resolves(request: _Request) -> tuple[UUID, ...]:
-    if isinstance(request, _Append):
-        return request.resolves
-    return (request.resolves,)
-
-
-def _offset_ranges(offsets: Sequence[Sequence[Any]]) -> list[range]:
-    """Per request, the offsets its events got, as first to last + 1.
-
-    Not consecutive (something landed between them): the range is longer
-    than the request's events, so it never equals a planned range.
-    """
-    return [
-        range(min(m.offset for m in metas), max(m.offset for m in metas) + 1)
-        if metas
-        else range(0)
-        for metas in offsets
-    ]
-
-
-def _planned_ranges(batch: Sequence[_Request], first: int) -> list[range]:
-    """Per request, where its events land if nothing else reaches the partition."""
-    ranges: list[range] = []
-    at = first
-    for request in batch:
-        count = len(request.payloads) if isinstance(request, _Append) else 0
-        ranges.append(range(at, at + count))
-        at += count
-    return ranges

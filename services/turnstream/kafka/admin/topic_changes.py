@@ -21,7 +21,7 @@ Part of ``turnstream.kafka``, the only package allowed to import aiokafka.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
@@ -187,6 +187,44 @@ async def topic_overrides(
                     )
                 overrides[config["config_names"]] = config["config_value"]
     return overrides
+
+
+async def describe_topic_configs(
+    admin: Any,
+    conn: KafkaConnection,
+    resources: Sequence[ConfigResource],
+    *,
+    check: Callable[[int, str], None],
+) -> dict[str, dict[str, str | None]]:
+    """Each topic's config values asked for in ``resources``.
+
+    ``check(code, topic)`` sees each topic's error code first, so a caller can
+    raise its own error for a code it handles (a denial, a topic not visible
+    yet); any other error is a :class:`TransportError`.
+
+    Raises:
+        TransportError: the call failed, or a topic's answer is an error.
+    """
+    responses = await bounded(
+        admin.describe_configs(resources),
+        seconds=conn.request_timeout,
+        operation="describe topic configs",
+    )
+    configs: dict[str, dict[str, str | None]] = {}
+    for response in responses:
+        for entry in response.to_object()["resources"]:
+            code = int(entry["error_code"])
+            check(code, entry["resource_name"])
+            if code != 0:
+                raise TransportError(
+                    f"describe configs of topic {entry['resource_name']}",
+                    entry["error_message"] or f"error {code}",
+                    retriable=bool(for_code(code).retriable),
+                )
+            configs[entry["resource_name"]] = {
+                c["config_names"]: c["config_value"] for c in entry["config_entries"]
+            }
+    return configs
 
 
 async def alter_topic_configs(

@@ -39,7 +39,10 @@ from aiokafka.errors import for_code
 
 from turnstream.errors import ConfigError, TransportError
 from turnstream.kafka.admin.probe import admin_session, bounded
-from turnstream.kafka.admin.topic_changes import is_safe_drift
+from turnstream.kafka.admin.topic_changes import (
+    describe_topic_configs,
+    is_safe_drift,
+)
 from turnstream.kafka.admin.topics import DesiredTopic, diff_topic
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.errors import ConfigMismatch
@@ -237,24 +240,16 @@ async def _configs(
         ConfigResource(ConfigResourceType.TOPIC, name, configs=dict.fromkeys(wanted))
         for name, wanted in keys.items()
     ]
-    responses = await bounded(
-        admin.describe_configs(resources),
-        seconds=conn.request_timeout,
-        operation="describe topic configs",
-    )
-    configs: dict[str, dict[str, str | None]] = {}
-    for response in responses:
-        for entry in response.to_object()["resources"]:
-            code = int(entry["error_code"])
-            if code == _TOPIC_AUTHORIZATION_FAILED:
-                return None
-            if code != 0:
-                raise TransportError(
-                    f"describe configs of topic {entry['resource_name']}",
-                    entry["error_message"] or f"error {code}",
-                    retriable=bool(for_code(code).retriable),
-                )
-            configs[entry["resource_name"]] = {
-                c["config_names"]: c["config_value"] for c in entry["config_entries"]
-            }
-    return configs
+    try:
+        return await describe_topic_configs(admin, conn, resources, check=_denied)
+    except _ConfigsDenied:
+        return None
+
+
+class _ConfigsDenied(Exception):
+    """DescribeConfigs on a topic is denied."""
+
+
+def _denied(code: int, _topic: str) -> None:
+    if code == _TOPIC_AUTHORIZATION_FAILED:
+        raise _ConfigsDenied

@@ -50,6 +50,7 @@ from turnstream.kafka.admin.probe import (
 )
 from turnstream.kafka.admin.topic_changes import (
     alter_topic_configs,
+    describe_topic_configs,
     safe_changes,
     wait_until_visible,
 )
@@ -532,27 +533,13 @@ async def _describe_once(
         )
         for t in topics
     ]
-    responses = await bounded(
-        admin.describe_configs(resources),
-        seconds=conn.request_timeout,
-        operation="describe topic configs",
-    )
-    configs: dict[str, dict[str, str | None]] = {}
-    for response in responses:
-        for entry in response.to_object()["resources"]:
-            code = int(entry["error_code"])
-            if code == _UNKNOWN_TOPIC_OR_PARTITION:
-                raise _NotVisibleYet(entry["resource_name"])
-            if code != 0:
-                raise TransportError(
-                    f"describe configs of topic {entry['resource_name']}",
-                    entry["error_message"] or f"error {code}",
-                    retriable=bool(for_code(code).retriable),
-                )
-            configs[entry["resource_name"]] = {
-                c["config_names"]: c["config_value"] for c in entry["config_entries"]
-            }
+    configs = await describe_topic_configs(admin, conn, resources, check=_not_visible)
     return {name: (*layout[name], configs.get(name, {})) for name in names}
+
+
+def _not_visible(code: int, topic: str) -> None:
+    if code == _UNKNOWN_TOPIC_OR_PARTITION:
+        raise _NotVisibleYet(topic)
 
 
 async def _describe_existing(
