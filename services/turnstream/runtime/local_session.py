@@ -57,6 +57,8 @@ class LocalSession:
     """An embedded session: loops run as actors in this process.
 
     Use it as an async context manager; leaving it shuts the loops down.
+    Over 400 lines on purpose: it is the Session API's whole surface for
+    in-process loops, most of it docstrings; the loops' work is in their actors.
     """
 
     def __init__(
