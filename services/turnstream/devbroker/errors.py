@@ -21,6 +21,8 @@ Must not import aiokafka or any other third-party package: stdlib and
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from turnstream.errors import TurnstreamError
 
 __all__ = [
@@ -74,7 +76,25 @@ class MavenNotFoundError(BrokerError):
         )
 
 
-class JarFetchError(BrokerError):
+class _ToolFailedError(BrokerError):
+    """A tool the broker needs ran and failed; keeps its exit status and output tail.
+
+    A subclass names the step in ``failed`` (the message's opening words).
+
+    Attributes:
+        exit_code: the tool's exit status.
+        output_tail: the last lines it printed.
+    """
+
+    failed: ClassVar[str]
+
+    def __init__(self, exit_code: int, output_tail: str) -> None:
+        self.exit_code = exit_code
+        self.output_tail = output_tail
+        super().__init__(f"{self.failed} (exit {exit_code}){_indent(output_tail)}")
+
+
+class JarFetchError(_ToolFailedError):
     """Maven failed to fetch the broker jars.
 
     Attributes:
@@ -83,14 +103,7 @@ class JarFetchError(BrokerError):
     """
 
     kind = "jar_fetch_failed"
-
-    def __init__(self, exit_code: int, output_tail: str) -> None:
-        self.exit_code = exit_code
-        self.output_tail = output_tail
-        super().__init__(
-            f"fetching the Kafka jars with Maven failed (exit {exit_code})"
-            f"{_indent(output_tail)}"
-        )
+    failed = "fetching the Kafka jars with Maven failed"
 
 
 class PortInUseError(BrokerError):
@@ -149,7 +162,7 @@ class EphemeralPortError(BrokerError):
         )
 
 
-class StorageFormatError(BrokerError):
+class StorageFormatError(_ToolFailedError):
     """``kafka.tools.StorageTool format`` failed.
 
     Attributes:
@@ -158,14 +171,7 @@ class StorageFormatError(BrokerError):
     """
 
     kind = "storage_format_failed"
-
-    def __init__(self, exit_code: int, output_tail: str) -> None:
-        self.exit_code = exit_code
-        self.output_tail = output_tail
-        super().__init__(
-            f"formatting the broker storage failed (exit {exit_code})"
-            f"{_indent(output_tail)}"
-        )
+    failed = "formatting the broker storage failed"
 
 
 class BrokerExitedError(BrokerError):
