@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from turnstream.config import Secret
 from turnstream.errors import ConfigError, ProviderError
 from turnstream.models._sse import ProtocolFault, SseDecoder, SseEvent, bounded_reason
-from turnstream.runtime.model_client import ModelEvent, StreamEnd
+from turnstream.runtime.model_client import ModelEvent, StreamEnd, ToolSpec
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -339,6 +339,23 @@ def check_base_url(base_url: str) -> str:
     if url.scheme not in ("http", "https") or not url.host:
         raise ConfigError("base_url", "must be an http or https URL with a host")
     return base_url.rstrip("/")
+
+
+def tool_declaration(spec: ToolSpec, schema_key: str) -> JsonObject:
+    """A tool as both dialects declare it: name, description if any, and schema.
+
+    The dialects differ only in the key the input schema goes under.
+
+    Raises:
+        ProtocolFault: the tool's input schema is not a JSON object.
+    """
+    tool: JsonObject = {"name": spec.name}
+    if spec.description:
+        tool["description"] = spec.description
+    tool[schema_key] = parse_json_object(
+        spec.input_schema, f"input_schema of tool {spec.name!r}"
+    )
+    return tool
 
 
 def display_url(url: str) -> str:

@@ -40,10 +40,10 @@ from turnstream.models._http import (
     JsonObject,
     ModelTimeouts,
     Secret,
-    parse_json_object,
+    tool_declaration,
 )
 from turnstream.models._sse import ProtocolFault
-from turnstream.runtime.model_client import ModelEvent, ModelRequest, ToolSpec
+from turnstream.runtime.model_client import ModelEvent, ModelRequest
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -139,7 +139,9 @@ class AnthropicMessagesClient(HttpModelClient):
             body["system"] = request.system
         body["messages"] = _request_messages(request)
         if request.tools:
-            body["tools"] = [_tool(spec) for spec in request.tools]
+            body["tools"] = [
+                tool_declaration(spec, "input_schema") for spec in request.tools
+            ]
         if self._thinking_budget is not None:
             body["thinking"] = {
                 "type": "enabled",
@@ -317,13 +319,3 @@ def _image(image: ImageBlock) -> JsonObject:
             "data": base64.b64encode(image.data or b"").decode("ascii"),
         },
     }
-
-
-def _tool(spec: ToolSpec) -> JsonObject:
-    tool: JsonObject = {"name": spec.name}
-    if spec.description:
-        tool["description"] = spec.description
-    tool["input_schema"] = parse_json_object(
-        spec.input_schema, f"input_schema of tool {spec.name!r}"
-    )
-    return tool

@@ -36,7 +36,7 @@ from turnstream.models._http import (
     JsonObject,
     ModelTimeouts,
     Secret,
-    parse_json_object,
+    tool_declaration,
 )
 from turnstream.models._openai_stream import ChunkParser
 from turnstream.models._sse import ProtocolFault
@@ -219,10 +219,4 @@ def _url(image: ImageBlock) -> str:
 
 
 def _tool(spec: ToolSpec) -> JsonObject:
-    function: JsonObject = {"name": spec.name}
-    if spec.description:
-        function["description"] = spec.description
-    function["parameters"] = parse_json_object(
-        spec.input_schema, f"input_schema of tool {spec.name!r}"
-    )
-    return {"type": "function", "function": function}
+    return {"type": "function", "function": tool_declaration(spec, "parameters")}
