@@ -34,6 +34,7 @@ from turnstream.devbroker.manager import (
     Progress,
     ReadinessProbe,
     new_cluster_id,
+    quiet,
 )
 from turnstream.devbroker.settings import BrokerSettings, _port
 from turnstream.errors import ConfigError
@@ -53,10 +54,6 @@ DEFAULT_CLUSTER_PORT = 29192
 _POLL_S = 0.25
 # How long a restart waits for a killed node's ports to be free again.
 _RELEASE_S = 15.0
-
-
-def _quiet(_: str) -> None:
-    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,7 +192,7 @@ class DevCluster:
         *,
         probe: ReadinessProbe,
         env: Mapping[str, str],
-        progress: Progress = _quiet,
+        progress: Progress = quiet,
     ) -> None:
         self.settings = settings
         self._probe = probe

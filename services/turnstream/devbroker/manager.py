@@ -45,10 +45,16 @@ __all__ = [
     "ReadinessProbe",
     "jvm_command",
     "new_cluster_id",
+    "quiet",
 ]
 
 Progress = Callable[[str], None]
 """Receives one human-readable line per step of long work."""
+
+
+def quiet(_: str) -> None:
+    """The default :data:`Progress`: reports nothing."""
+
 
 ReadinessProbe = Callable[[str], bool]
 """Given a bootstrap address, returns whether an admin call succeeded (bounded time)."""
@@ -131,10 +137,6 @@ def jvm_command(java: str, settings: BrokerSettings, main: str) -> list[str]:
     ]
 
 
-def _quiet(_: str) -> None:
-    return None
-
-
 class DevBroker:
     """The local development broker of one checkout (or one temp state dir).
 
@@ -152,7 +154,7 @@ class DevBroker:
         *,
         probe: ReadinessProbe,
         env: Mapping[str, str],
-        progress: Progress = _quiet,
+        progress: Progress = quiet,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
