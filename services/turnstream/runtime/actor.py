@@ -52,6 +52,7 @@ from turnstream.runtime.mailbox import (
     StateQuery,
     SuspendRequest,
     TurnEnded,
+    settle,
 )
 from turnstream.runtime.model_client import ModelClient
 from turnstream.runtime.ports import (
@@ -72,11 +73,6 @@ __all__ = ["LoopActor", "LoopStatus"]
 
 T = TypeVar("T")
 Command = SubmitInput | Retract | RespondGate | Interrupt | Shutdown | DeleteLoop
-
-
-def _settle(future: asyncio.Future[T], value: T) -> None:
-    if not future.done():
-        future.set_result(value)
 
 
 class LoopActor:
@@ -359,7 +355,7 @@ class LoopActor:
             case Posted():
                 await self._take(message)
             case InterruptRequest():
-                _settle(
+                settle(
                     message.reply, await machine.on_interrupt_command(message.command)
                 )
             case ShutdownRequest():
@@ -368,11 +364,11 @@ class LoopActor:
             case SuspendRequest():
                 machine.on_suspend()
             case GateRequest():
-                _settle(message.reply, await machine.on_answer(message.command))
+                settle(message.reply, await machine.on_answer(message.command))
             case IdleWaiter():
                 self._idle_waiters.append(message.reply)
             case StateQuery():
-                _settle(message.reply, machine.snapshot())
+                settle(message.reply, machine.snapshot())
             case CommitRequest():
                 await machine.on_commit(message)
             case DrainRequest():
@@ -413,11 +409,11 @@ class LoopActor:
         stopped = machine.status is LoopStatus.STOPPED
         if stopped:
             for waiter in self._shutdown_waiters:
-                _settle(waiter, None)
+                settle(waiter, None)
             self._shutdown_waiters.clear()
         if stopped or machine.parked:
             for waiter in self._idle_waiters:
-                _settle(waiter, None)
+                settle(waiter, None)
             self._idle_waiters.clear()
 
     async def _settle_leftovers(self) -> None:
@@ -440,24 +436,24 @@ class LoopActor:
                     # (a handover refuses the commit: the next owner runs it).
                     await machine.delete_stopped(delete)
                 case InterruptRequest() | CommitRequest():
-                    _settle(message.reply, False)
+                    settle(message.reply, False)
                 case DrainRequest():
-                    _settle(message.reply, None)
+                    settle(message.reply, None)
                 case OpenGateRequest():
-                    _settle(message.answer, None)
+                    settle(message.answer, None)
                 case GateRequest():
-                    _settle(message.reply, GateAnswer.NOT_FOUND)
+                    settle(message.reply, GateAnswer.NOT_FOUND)
                 case StateQuery():
-                    _settle(message.reply, machine.snapshot())
+                    settle(message.reply, machine.snapshot())
                 case ShutdownRequest() | IdleWaiter():
-                    _settle(message.reply, None)
+                    settle(message.reply, None)
                 case _:
                     pass  # commands without a reply, hand-offs of finished turns
         self._release_everyone()
 
     def _release_everyone(self) -> None:
         for waiter in (*self._shutdown_waiters, *self._idle_waiters):
-            _settle(waiter, None)
+            settle(waiter, None)
         self._shutdown_waiters.clear()
         self._idle_waiters.clear()
         self._machine.abandon_gates()

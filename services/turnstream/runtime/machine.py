@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import TypeVar
 
 from turnstream.commands import DeleteLoop, Interrupt, RespondGate
 from turnstream.events import CancelReason, Cause, RejectReason, StepDone
@@ -35,6 +34,7 @@ from turnstream.runtime.mailbox import (
     DrainRequest,
     OpenGateRequest,
     TurnEnded,
+    settle,
 )
 from turnstream.runtime.turn_end import TurnEnds
 from turnstream.runtime.turn_handle import ActiveTurn
@@ -42,7 +42,6 @@ from turnstream.runtime.turn_handle import ActiveTurn
 __all__ = ["LoopMachine", "LoopStatus"]
 
 _log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class LoopMachine(TurnEnds):
@@ -60,11 +59,11 @@ class LoopMachine(TurnEnds):
         """
         active = self._current(request.generation)
         if active is None or request.reply.done():
-            _settle(request.reply, False)  # a cancelled turn commits nothing more
+            settle(request.reply, False)  # a cancelled turn commits nothing more
             return
         if request.final:
             active.held = request
-            _settle(request.reply, True)
+            settle(request.reply, True)
             return
 
         def apply() -> None:
@@ -75,7 +74,7 @@ class LoopMachine(TurnEnds):
         committed = await self._writer.commit(
             request.events, apply=apply, effects=request.effects
         )
-        _settle(request.reply, committed)
+        settle(request.reply, committed)
         if (
             committed
             and active.suspending
@@ -90,15 +89,15 @@ class LoopMachine(TurnEnds):
     def on_drain(self, request: DrainRequest) -> None:
         """Hand the leading run of foldable input to the turn (§4.7)."""
         if self._current(request.generation) is None or request.reply.done():
-            _settle(request.reply, None)
+            settle(request.reply, None)
             return
-        _settle(request.reply, self._inbox.drain_foldable())
+        settle(request.reply, self._inbox.drain_foldable())
 
     async def on_open_gate(self, request: OpenGateRequest) -> None:
         """Open an approval gate for the running turn's tool call."""
         active = self._current(request.generation)
         if active is None or request.answer.done():
-            _settle(request.answer, None)
+            settle(request.answer, None)
             return
         if self._orphans and self._adopt(request):
             return
@@ -302,9 +301,4 @@ def _relay(
     answer: asyncio.Future[str | None], done: asyncio.Future[str | None]
 ) -> None:
     """Pass a taken-over gate's answer on to the call that took it over."""
-    _settle(answer, None if done.cancelled() else done.result())
-
-
-def _settle(future: asyncio.Future[T], value: T) -> None:
-    if not future.done():
-        future.set_result(value)
+    settle(answer, None if done.cancelled() else done.result())

@@ -65,9 +65,11 @@ __all__ = [
     "StateQuery",
     "SuspendRequest",
     "TurnEnded",
+    "settle",
 ]
 
 M = TypeVar("M")
+T = TypeVar("T")
 
 
 class Mailbox(Generic[M]):
@@ -149,6 +151,12 @@ class Posted:
 # --------------------------------------------------------------------------
 # Requests with a reply (the reply future is resolved by the actor)
 # --------------------------------------------------------------------------
+
+
+def settle(future: asyncio.Future[T], value: T) -> None:
+    """Resolve a reply future, unless its asker gave up or it is answered already."""
+    if not future.done():
+        future.set_result(value)
 
 
 @dataclass(frozen=True, slots=True)
