@@ -262,31 +262,32 @@ class LoopMachine(TurnEnds):
         them -- with the terminal when it can -- and the loop's history is
         dropped. A loop deleted already answers ``TurnRejected{loop_deleted}``.
         """
-        command_id = CommandId(command.command_id)
-        if command_id in self.seen:
-            return  # a redelivered command: it was resolved already
-        self.seen.add(command_id)
-        if self._deleted or self._deleting is not None:
-            await self._writer.reject(
-                command_id, RejectReason.LOOP_DELETED, "the loop is deleted already"
-            )
-            return
-        self._deleting = Cause(command_id=command_id, agency=command.agency)
-        await self.on_shutdown(durable=True)
+        deleted = self._deleted or self._deleting is not None
+        if await self._take_delete(command, deleted=deleted):
+            await self.on_shutdown(durable=True)
 
     async def delete_stopped(self, command: DeleteLoop) -> None:
         """Apply a ``DeleteLoop`` taken after the loop stopped (nothing runs)."""
+        if await self._take_delete(command, deleted=self._deleted):
+            await self._commit_deleted([])
+
+    async def _take_delete(self, command: DeleteLoop, *, deleted: bool) -> bool:
+        """Take a ``DeleteLoop`` as the deletion's cause; whether it goes ahead.
+
+        It does not for a redelivered command (resolved already), nor when the
+        loop is ``deleted`` already (answered ``TurnRejected{loop_deleted}``).
+        """
         command_id = CommandId(command.command_id)
         if command_id in self.seen:
-            return
+            return False
         self.seen.add(command_id)
-        if self._deleted:
+        if deleted:
             await self._writer.reject(
                 command_id, RejectReason.LOOP_DELETED, "the loop is deleted already"
             )
-            return
+            return False
         self._deleting = Cause(command_id=command_id, agency=command.agency)
-        await self._commit_deleted([])
+        return True
 
     async def on_drain_expired(self, message: DrainExpired) -> None:
         """A cancelled turn ignored cancellation: detach it and end it here."""
