@@ -22,6 +22,7 @@ import asyncio
 from typing import TypeVar, assert_never
 
 from turnstream.commands import (
+    AnyCommand,
     DeleteLoop,
     Interrupt,
     RespondGate,
@@ -72,7 +73,6 @@ from turnstream.state import LoopState
 __all__ = ["LoopActor", "LoopStatus"]
 
 T = TypeVar("T")
-Command = SubmitInput | Retract | RespondGate | Interrupt | Shutdown | DeleteLoop
 
 
 class LoopActor:
@@ -223,7 +223,7 @@ class LoopActor:
         """Its turn stopped after a committed step, open for the next owner."""
         return self._machine.turn_suspended
 
-    def post(self, command: Command, position: int | None = None) -> None:
+    def post(self, command: AnyCommand, position: int | None = None) -> None:
         """Send a command without waiting; commands take effect in post order.
 
         Args:

@@ -32,14 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from turnstream.commands import (
-    DeleteLoop,
-    Interrupt,
-    RespondGate,
-    Retract,
-    Shutdown,
-    SubmitInput,
-)
+from turnstream.commands import AnyCommand, Interrupt, RespondGate, Shutdown
 from turnstream.content import Conversation
 from turnstream.events import EnduringEvent
 from turnstream.ids import CommandId
@@ -51,7 +44,6 @@ from turnstream.state import LoopState
 
 __all__ = [
     "ActorMessage",
-    "ClientCommand",
     "CommitRequest",
     "DrainExpired",
     "DrainRequest",
@@ -131,10 +123,6 @@ class Mailbox(Generic[M]):
         return taken
 
 
-ClientCommand = SubmitInput | Retract | RespondGate | Interrupt | Shutdown | DeleteLoop
-"""Every command a client sends a loop."""
-
-
 @dataclass(frozen=True, slots=True)
 class Posted:
     """A client command and its position in the loop's command log.
@@ -144,7 +132,7 @@ class Posted:
     it is recognised (see :mod:`turnstream.runtime.progress`).
     """
 
-    command: ClientCommand
+    command: AnyCommand
     position: int | None = None
 
 
