@@ -61,7 +61,7 @@ from turnstream.tracing import LiveTracer, TracingSettings
 from turnstream.tracing.otlp import OtlpSink
 
 OUT = RESULTS_DIR / "tracing.json"
-FULL = {"loops": 200, "turns": 5, "partitions": 4, "pairs": 8}
+FULL = {"loops": 200, "turns": 5, "partitions": 4, "pairs": 12}
 QUICK = {"loops": 20, "turns": 3, "partitions": 4, "pairs": 1}
 KIND = "tool"
 SPANS_PER_TURN = 9
@@ -166,6 +166,20 @@ def run_apart(cfg: dict[str, Any], endpoint: str | None) -> dict[str, Any]:
     return result
 
 
+def receiver_cpu() -> float:
+    """CPU seconds so far of this process's Jaeger child (the span receiver)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        rest = fields[1].split()
+        if int(rest[1]) == os.getpid() and "jaeger" in fields[0]:
+            total += (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def spread(values: list[float]) -> dict[str, float]:
     """Median, quartiles and range of ``values``."""
     ordered = sorted(values)
@@ -198,12 +212,15 @@ async def bench(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
             order = (None, jaeger.otlp_endpoint)
             pair_runs: dict[str, dict[str, Any]] = {}
             for endpoint in order if pair % 2 == 0 else order[::-1]:
+                before = receiver_cpu()
                 run = await asyncio.to_thread(run_apart, cfg, endpoint)
+                # Not the actor's CPU: the other process sharing the cores.
+                run["receiver_cpu_s"] = round(receiver_cpu() - before, 2)
                 print(
                     f"   pair {pair + 1} tracing {run['tracing']}: "
                     f"{run['cpu_ms_per_turn']} ms CPU/turn, "
                     f"{run['turns_per_s']} turns/s, GC {run['gc_cpu_s']} s "
-                    f"in {run['gc_passes']} passes",
+                    f"in {run['gc_passes']} passes, Jaeger {run['receiver_cpu_s']} s",
                     flush=True,
                 )
                 runs[run["tracing"]].append(run)
@@ -266,7 +283,7 @@ def table(sec: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--pairs", type=int, help="off/on pairs (default 8)")
+    parser.add_argument("--pairs", type=int, help="off/on pairs (default 12)")
     parser.add_argument("--loops", type=int, help="loops per run (default 200)")
     parser.add_argument("--run", help=argparse.SUPPRESS)  # one run, this config
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
