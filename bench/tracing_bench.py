@@ -9,9 +9,9 @@ CPU is the run's process's (every thread: the OTLP exporter's too), from the
 first turn to the last terminal plus the exporter's final flush.
 
 The box is shared, so one run's CPU moves by as much as the target. Each run
-gets a fresh process (measured: back-to-back runs in one process drifted
-upwards by up to 40 %, the heap the garbage collector walks growing run after
-run); each pair runs off and on back to back, in alternating order (off-on,
+gets a fresh process (measured: five identical runs back to back in one
+process spread over 3.58-5.26 ms per turn, the collector's full passes slower
+run after run); each pair runs off and on back to back, in alternating order (off-on,
 on-off, ...) so a load that rises or falls through the bench weighs on both
 sides alike. The result is the ratio of the medians (target: on costs at most
 10 % more CPU per turn) with each side's spread, and the median and spread of
