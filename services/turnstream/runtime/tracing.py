@@ -17,7 +17,6 @@ adapter). Imports only value types.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from collections import OrderedDict
@@ -109,12 +108,25 @@ class TurnTrace:
 # A turn's records name a handful of spans, each many times (every event record
 # of the turn, every child span's parent): hashing and formatting once each is
 # most of what tracing costs the event loop (bench/lab/profile_tracing_embedded.py).
-_ID_CACHE = 4096
+# Kept in plain dicts keyed by strings and numbers, none of which the garbage
+# collector tracks: an lru_cache's entries (and UUID keys) are objects it
+# tracks, and they live long enough to reach the oldest generation, each one
+# bringing the next full pass over the actor's heap closer. Cleared when full:
+# a turn's entries are needed while it runs, and come back at once if not.
+_KEPT = 4096
+_headers: dict[tuple[int, int, bool], bytes] = {}
+_span_ids: dict[tuple[str, int, str], int] = {}
 
 
-@functools.lru_cache(maxsize=_ID_CACHE)
 def _child_header(trace_id: int, span_id: int, sampled: bool) -> bytes:
-    return TraceContext(trace_id, span_id, sampled).header().encode("ascii")
+    key = (trace_id, span_id, sampled)
+    header = _headers.get(key)
+    if header is None:
+        header = TraceContext(trace_id, span_id, sampled).header().encode("ascii")
+        if len(_headers) >= _KEPT:
+            _headers.clear()
+        _headers[key] = header
+    return header
 
 
 def trace_id_for(turn_id: UUID) -> int:
@@ -123,16 +135,22 @@ def trace_id_for(turn_id: UUID) -> int:
     return int.from_bytes(digest.digest(), "big") or 1
 
 
-@functools.lru_cache(maxsize=_ID_CACHE)
 def span_id_for(kind: str, entity: UUID, part: str = "") -> int:
     """The span id of ``kind`` (``turn``, ``step``, ``chat``, ``tool``) of ``entity``.
 
     ``part`` tells apart several spans of one entity (a step's tool calls, by
     their ``tool_use_id``).
     """
-    data = kind.encode() + entity.bytes + part.encode()
-    digest = hashlib.blake2b(data, digest_size=8, person=b"ts.span").digest()
-    return int.from_bytes(digest, "big") or 1
+    key = (kind, entity.int, part)
+    span_id = _span_ids.get(key)
+    if span_id is None:
+        data = kind.encode() + entity.bytes + part.encode()
+        digest = hashlib.blake2b(data, digest_size=8, person=b"ts.span").digest()
+        span_id = int.from_bytes(digest, "big") or 1
+        if len(_span_ids) >= _KEPT:
+            _span_ids.clear()
+        _span_ids[key] = span_id
+    return span_id
 
 
 def ratio_sampler(ratio: float) -> Callable[[int], bool]:

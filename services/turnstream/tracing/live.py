@@ -80,6 +80,29 @@ def _content(request: ModelRequest) -> dict[str, AttributeValue]:
     return attributes
 
 
+class _Open:
+    """A started span: what its end needs (the runtime's ``FinishFn``).
+
+    One object the garbage collector tracks, where a closure over the same
+    values is six (the function, its cell tuple, a cell per value); an open
+    turn's span lives as long as the turn, long enough to reach the oldest
+    generation, whose passes walk the actor's whole heap.
+    """
+
+    __slots__ = ("start", "trace", "tracer", "turn_id")
+
+    def __init__(
+        self, tracer: LiveTracer, trace: TurnTrace, turn_id: UUID, start: int
+    ) -> None:
+        self.tracer = tracer
+        self.trace = trace
+        self.turn_id = turn_id
+        self.start = start
+
+    def __call__(self, result: HookResult) -> None:
+        self.tracer.end(self, result)
+
+
 class LiveTracer:
     """Records the turns an actor runs as spans (the runtime's ``Tracer``).
 
@@ -110,13 +133,14 @@ class LiveTracer:
             trace = self._traces.turn(turn_id)
         if trace is None or not trace.sampled:
             return None
-        start = time.time_ns()
+        return _Open(self, trace, turn_id, time.time_ns())
 
-        def end(result: HookResult) -> None:
-            span = self._span(trace, turn_id, result, start, time.time_ns())
-            self._sink.emit(span)
-
-        return end
+    def end(self, open_span: _Open, result: HookResult) -> None:
+        """Finish the span ``open_span`` with ``result`` and hand it over."""
+        span = self._span(
+            open_span.trace, open_span.turn_id, result, open_span.start, time.time_ns()
+        )
+        self._sink.emit(span)
 
     def _span(
         self, trace: TurnTrace, turn_id: UUID, result: HookResult, start: int, end: int

@@ -1,23 +1,25 @@
 """OTLP trace requests encoded by hand from span records (protobuf wire format).
 
 Owns :func:`encode_spans`: the bytes of an ``ExportTraceServiceRequest``
-holding span records under one resource and scope. Building protobuf message
-objects costs about 11 us per span here (each attribute is two messages);
-writing the wire format directly, with the encoding of each repeated
-attribute (operation names, models, tool names, indexes) kept, a fraction of
-it. The output is the SDK encoder's, byte for byte (tests/unit/tracing).
+holding span records under one resource and scope, and its two halves,
+:func:`encode_span` (one span, as its field of the request) and
+:func:`encode_request` (the request around spans encoded already). Building
+protobuf message objects costs about 11 us per span here (each attribute is
+two messages); writing the wire format directly, with the encoding of each
+repeated attribute (operation names, models, tool names, indexes) kept, a
+fraction of it. The output is the SDK encoder's, byte for byte
+(tests/unit/tracing).
 
 Pure: imports only the span record; the resource and scope arrive encoded.
 """
 
 from __future__ import annotations
 
-import functools
 import struct
 
 from turnstream.tracing.spans import AttributeValue, SpanRecord
 
-__all__ = ["encode_spans"]
+__all__ = ["encode_request", "encode_span", "encode_spans"]
 
 _FIXED64 = struct.Struct("<Q")
 _DOUBLE = struct.Struct("<d")
@@ -53,9 +55,34 @@ def _field(tag: int, payload: bytes) -> bytes:
     return bytes((tag,)) + _varint(len(payload)) + payload
 
 
-@functools.lru_cache(maxsize=4096, typed=True)
+# The encoded attributes kept, keyed by (key, value, the value's type tag): a
+# plain dict of strings, numbers and bytes, none of which the garbage collector
+# tracks. An lru_cache's entries are objects it tracks, and they live long
+# enough to reach the oldest generation: each one brings the next full pass
+# over the actor's whole heap closer. Cleared when full: most keys repeat
+# every turn and come back at once.
+_ATTRIBUTES_KEPT = 4096
+_attributes: dict[tuple[str, AttributeValue, int], bytes] = {}
+# The type tag tells apart values that compare equal: True, 1 and 1.0.
+_TAGS: dict[type, int] = {bool: 0, int: 1, float: 2, str: 3}
+
+
 def _attribute(key: str, value: AttributeValue) -> bytes:
-    """One ``KeyValue`` as a span's field 9 (``typed``: ``True`` is not ``1``)."""
+    """One ``KeyValue`` as a span's field 9, encoded once per distinct value."""
+    tag = _TAGS.get(type(value))
+    if tag is None:  # a subclass (an enum member): encoded afresh
+        return _encode_attribute(key, value)
+    memo = (key, value, tag)
+    encoded = _attributes.get(memo)
+    if encoded is None:
+        encoded = _encode_attribute(key, value)
+        if len(_attributes) >= _ATTRIBUTES_KEPT:
+            _attributes.clear()
+        _attributes[memo] = encoded
+    return encoded
+
+
+def _encode_attribute(key: str, value: AttributeValue) -> bytes:
     # AnyValue's fields are a oneof: written even when zero or empty.
     # bool before int: a bool is an int.
     if isinstance(value, bool):
@@ -70,7 +97,8 @@ def _attribute(key: str, value: AttributeValue) -> bytes:
     return _field(_ATTRIBUTE, key_value + _field(0x12, any_value))
 
 
-def _span(span: SpanRecord) -> bytes:
+def encode_span(span: SpanRecord) -> bytes:
+    """``span`` as its field of a ``ScopeSpans`` (for :func:`encode_request`)."""
     parts = [
         _TRACE_ID,
         span.trace_id.to_bytes(16, "big"),
@@ -93,7 +121,7 @@ def _span(span: SpanRecord) -> bytes:
         message = _field(0x12, span.error_type.encode()) if span.error_type else b""
         parts.append(_field(_STATUS, message + b"\x18\x02"))
     parts.append(_FLAGS)
-    return b"".join(parts)
+    return _field(0x12, b"".join(parts))
 
 
 def encode_spans(
@@ -113,8 +141,28 @@ def encode_spans(
         resource_schema_url: the resource's schema, omitted when empty.
         scope_schema_url: the scope's schema, omitted when empty.
     """
-    scope_spans = [_field(0x0A, scope)]
-    scope_spans += [_field(0x12, _span(s)) for s in spans]
+    return encode_request(
+        [encode_span(s) for s in spans],
+        resource=resource,
+        scope=scope,
+        resource_schema_url=resource_schema_url,
+        scope_schema_url=scope_schema_url,
+    )
+
+
+def encode_request(
+    spans: list[bytes],
+    *,
+    resource: bytes,
+    scope: bytes,
+    resource_schema_url: str = "",
+    scope_schema_url: str = "",
+) -> bytes:
+    """The ``ExportTraceServiceRequest`` of spans from :func:`encode_span`.
+
+    Args as :func:`encode_spans`.
+    """
+    scope_spans = [_field(0x0A, scope), *spans]
     if scope_schema_url:
         scope_spans.append(_field(0x1A, scope_schema_url.encode()))
     resource_spans = [_field(0x0A, resource), _field(0x12, b"".join(scope_spans))]

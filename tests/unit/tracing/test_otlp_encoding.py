@@ -67,3 +67,29 @@ def test_direct_encoding_matches_the_sdk_encoder() -> None:
     finally:
         sink.close()  # nothing queued: no request to the dead endpoint
     assert direct == reference.SerializePartialToString()
+
+
+def test_equal_values_of_other_types_keep_their_own_encoding() -> None:
+    # True == 1 == 1.0 and they hash alike: the kept encodings must not mix them.
+    spans = [
+        SpanRecord(
+            name="s",
+            trace_id=1,
+            span_id=n + 1,
+            parent_id=0,
+            start_ns=1,
+            end_ns=2,
+            attributes={"k": value},
+        )
+        for n, value in enumerate([True, 1, 1.0, 1, True])
+    ]
+    sink = OtlpSink(
+        TracingSettings(endpoint="http://127.0.0.1:1", service_name="svc"),
+        schedule_delay_ms=60_000,
+    )
+    try:
+        reference = encode_spans([sink._sdk(s) for s in spans])
+        direct = sink.encode(spans)
+    finally:
+        sink.close()
+    assert direct == reference.SerializePartialToString()
