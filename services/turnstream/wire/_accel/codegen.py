@@ -14,27 +14,11 @@ Python; imports value types and the schema module's ``named_types``.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Annotated, Any, Final, get_args, get_origin
 
 from pydantic import BaseModel
 
-from turnstream.content import (
-    AIMessage,
-    ImageBlock,
-    ImageChunk,
-    RefusalBlock,
-    RefusalChunk,
-    TextBlock,
-    TextChunk,
-    ThinkingBlock,
-    ThinkingChunk,
-    ToolResultBlock,
-    ToolResultMessage,
-    ToolUseBlock,
-    ToolUseChunk,
-    Usage,
-    UserMessage,
-)
+from turnstream.content import Block, Chunk, Message, Usage
 from turnstream.events import EVENT_TYPES, Cause, FailureInfo, Header, ToolTiming
 from turnstream.wire.schemas import named_types
 
@@ -64,22 +48,22 @@ class Miss(Exception):
     """The fast path declines this value; the generic path handles it."""
 
 
+def _members(union: object) -> tuple[type[BaseModel], ...]:
+    """The model classes of a (possibly ``Annotated``) union."""
+    if get_origin(union) is Annotated:
+        union = get_args(union)[0]
+    return tuple(
+        t for t in get_args(union) if isinstance(t, type) and issubclass(t, BaseModel)
+    )
+
+
+# The content records are the members of content's unions (a tool result's
+# content is a subset of Block), so a new block or chunk type needs no entry here.
 _CONTENT: tuple[type[BaseModel], ...] = (
-    AIMessage,
-    ImageBlock,
-    ImageChunk,
-    RefusalBlock,
-    RefusalChunk,
-    TextBlock,
-    TextChunk,
-    ThinkingBlock,
-    ThinkingChunk,
-    ToolResultBlock,
-    ToolResultMessage,
-    ToolUseBlock,
-    ToolUseChunk,
+    *_members(Message),
+    *_members(Block),
+    *_members(Chunk),
     Usage,
-    UserMessage,
     Header,
     Cause,
     FailureInfo,
