@@ -20,6 +20,7 @@ from uuid import UUID, uuid4
 
 from turnstream.analytics.aggregate import (
     Aggregates,
+    CountStats,
     FoldConfig,
     LoopStats,
     window_start_ms,
@@ -140,19 +141,15 @@ def summarize(aggregates: Aggregates) -> SnapshotAggregates:
         turns_interrupted=aggregates.turns_interrupted,
         failure_kinds=dict(sorted(aggregates.failure_kinds.items())),
         latency=_latency(aggregates.latency),
-        steps=CountSummary(
-            turns=aggregates.steps.turns,
-            total=aggregates.steps.total,
-            max=aggregates.steps.max,
-        ),
-        tool_calls=CountSummary(
-            turns=aggregates.tool_calls.turns,
-            total=aggregates.tool_calls.total,
-            max=aggregates.tool_calls.max,
-        ),
+        steps=_count(aggregates.steps),
+        tool_calls=_count(aggregates.tool_calls),
         usage_by_model=dict(sorted(aggregates.usage_by_model.items())),
         usage_by_loop=dict(sorted(aggregates.usage_by_loop.items())),
     )
+
+
+def _count(stats: CountStats) -> CountSummary:
+    return CountSummary(turns=stats.turns, total=stats.total, max=stats.max)
 
 
 def _latency(sketch: LatencySketch) -> LatencySummary:

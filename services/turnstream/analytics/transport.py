@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Final
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -78,6 +78,26 @@ _PARTITIONS_TIMEOUT_S: Final = 20.0
 
 def _changelog_topics(app: Any) -> list[Any]:
     return [table.changelog_topic for table in app.tables.values()]
+
+
+async def _despite_failure(
+    step: Awaitable[None], what: str, *, with_message: bool = False
+) -> None:
+    """Await a commit on the way to a stop; its failure is logged, not raised.
+
+    The stop must complete, and a lost final commit is safe: what it covered is
+    processed again after a restart.
+    """
+    try:
+        await step
+    except Exception as exc:  # noqa: BLE001 - shutdown must complete
+        reason = f"{type(exc).__name__}: {exc}" if with_message else type(exc).__name__
+        logger.warning(
+            "%s failed (%s); records since the last commit are processed again "
+            "after a restart",
+            what,
+            reason,
+        )
 
 
 class _DaemonWorkerThread(WorkerThread):
@@ -208,14 +228,7 @@ class _FixedConsumer(faust_aiokafka.Consumer):
         # changelog write the transaction is broken and that commit raises
         # IllegalOperation, which ended the app's stop before the consumer's:
         # its thread kept the process alive. Finish the stop either way.
-        try:
-            await super().wait_empty()
-        except Exception as exc:  # noqa: BLE001 - shutdown must complete
-            logger.warning(
-                "commit before stopping failed (%s); records since the last "
-                "commit are processed again after a restart",
-                type(exc).__name__,
-            )
+        await _despite_failure(super().wait_empty(), "commit before stopping")
 
     async def on_stop(self) -> None:
         # faust ends the transactions twice when an exactly-once worker stops:
@@ -228,15 +241,9 @@ class _FixedConsumer(faust_aiokafka.Consumer):
         # changelog write outside a committed transaction is never read back,
         # and the loops' offset marks absorb the redelivery) -- so finish
         # stopping either way.
-        try:
-            await super().on_stop()
-        except Exception as exc:  # noqa: BLE001 - shutdown must complete
-            logger.warning(
-                "final offset commit on stop failed (%s: %s); records since the "
-                "last commit are processed again after a restart",
-                type(exc).__name__,
-                exc,
-            )
+        await _despite_failure(
+            super().on_stop(), "final offset commit on stop", with_message=True
+        )
 
 
 class _DrainableBuffer(ProducerBuffer):

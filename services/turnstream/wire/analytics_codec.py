@@ -36,6 +36,7 @@ from turnstream.wire.errors import (
     UnknownFingerprintError,
 )
 from turnstream.wire.framing import HEADER_SIZE, frame, read_fingerprint
+from turnstream.wire.process_default import ProcessDefault
 from turnstream.wire.schemas import default_schema_dir, fingerprint_of
 
 __all__ = [
@@ -277,13 +278,12 @@ def _aggregates_record(aggregates: SnapshotAggregates) -> dict[str, object]:
 # The process default codec and the module-level API
 # --------------------------------------------------------------------------
 
-_default: AnalyticsCodec | None = None
+_default: Final = ProcessDefault(AnalyticsCodec.load)
 
 
 def set_default_analytics_codec(codec: AnalyticsCodec | None) -> None:
     """Install the codec the module-level functions use (``None`` resets it)."""
-    global _default  # noqa: PLW0603 - the one process-wide default, set at start-up
-    _default = codec
+    _default.install(codec)
 
 
 def default_analytics_codec() -> AnalyticsCodec:
@@ -292,10 +292,7 @@ def default_analytics_codec() -> AnalyticsCodec:
     Raises:
         ConfigError: the default schema directory cannot be loaded.
     """
-    global _default  # noqa: PLW0603
-    if _default is None:
-        _default = AnalyticsCodec.load()
-    return _default
+    return _default.get()
 
 
 def marshal_snapshot(snapshot: AnalyticsSnapshot) -> bytes:

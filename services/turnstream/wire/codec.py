@@ -79,6 +79,7 @@ from turnstream.wire.errors import (
     UnknownRecordTypeError,
 )
 from turnstream.wire.framing import HEADER_SIZE, frame, read_fingerprint
+from turnstream.wire.process_default import ProcessDefault
 from turnstream.wire.schemas import SchemaSet, Topic, TopicSchema
 
 __all__ = [
@@ -546,7 +547,7 @@ def _read_ephemeral(record: from_record.Record) -> EphemeralEvent:
 # The process default codec and the module-level API
 # --------------------------------------------------------------------------
 
-_default: Codec | None = None
+_default: Final = ProcessDefault(lambda: Codec(SchemaSet.load()))
 
 
 def set_default_codec(codec: Codec | None) -> None:
@@ -555,8 +556,7 @@ def set_default_codec(codec: Codec | None) -> None:
     Composition roots call this once at start-up with a codec built from the
     configured schema directory.
     """
-    global _default  # noqa: PLW0603 - the one process-wide default, set at start-up
-    _default = codec
+    _default.install(codec)
 
 
 def default_codec() -> Codec:
@@ -565,10 +565,7 @@ def default_codec() -> Codec:
     Raises:
         ConfigError: the default schema directory cannot be loaded.
     """
-    global _default  # noqa: PLW0603
-    if _default is None:
-        _default = Codec(SchemaSet.load())
-    return _default
+    return _default.get()
 
 
 def marshal_event(event: EventBase) -> bytes:

@@ -44,6 +44,17 @@ __all__ = [
 ]
 
 
+def _decode_error(error: DecodeError, what: str, reason: str) -> None:
+    """What ``DecodeError.__init__`` does, for a class with a second contract base.
+
+    Both bases have their own ``__init__`` signature: the shared root is
+    initialised directly so neither is called with the other's arguments.
+    """
+    error.what = what
+    error.reason = reason
+    ContractError.__init__(error, f"cannot decode {what}: {reason}")
+
+
 class FramingError(DecodeError):
     """The bytes are not an Avro single-object encoding frame."""
 
@@ -61,13 +72,9 @@ class UnknownFingerprintError(DecodeError, UnsupportedSchemaError):
     kind = "unsupported_schema"
 
     def __init__(self, what: str, fingerprint: str) -> None:
-        self.what = what
         self.fingerprint = fingerprint
-        self.reason = f"unknown schema fingerprint {fingerprint}"
-        self.detail = self.reason
-        # Both bases have their own __init__ signature: initialise the shared
-        # root directly so neither is called with the other's arguments.
-        ContractError.__init__(self, f"cannot decode {what}: {self.reason}")
+        self.detail = f"unknown schema fingerprint {fingerprint}"
+        _decode_error(self, what, self.detail)
 
 
 class UnknownRecordTypeError(DecodeError, UnknownEventTypeError):
@@ -76,10 +83,8 @@ class UnknownRecordTypeError(DecodeError, UnknownEventTypeError):
     kind = "unknown_event_type"
 
     def __init__(self, what: str, type_name: str) -> None:
-        self.what = what
         self.type_name = type_name
-        self.reason = f"unknown type {type_name!r}"
-        ContractError.__init__(self, f"cannot decode {what}: {self.reason}")
+        _decode_error(self, what, f"unknown type {type_name!r}")
 
 
 class InvalidRecordError(DecodeError, InvalidEventError):
@@ -88,12 +93,10 @@ class InvalidRecordError(DecodeError, InvalidEventError):
     kind = "invalid_event"
 
     def __init__(self, what: str, event: str, field: str, rule: str) -> None:
-        self.what = what
         self.event = event
         self.field = field
         self.rule = rule
-        self.reason = f"event {event}: {field} {rule}"
-        ContractError.__init__(self, f"cannot decode {what}: {self.reason}")
+        _decode_error(self, what, f"event {event}: {field} {rule}")
 
 
 class EncodeError(ContractError):

@@ -104,6 +104,7 @@ Record = Mapping[str, object]
 
 _WHAT = "record"
 _E = TypeVar("_E")
+_V = TypeVar("_V")
 
 
 def _wrong(key: str, expected: str) -> DecodeError:
@@ -117,11 +118,22 @@ def _get(rec: Record, key: str) -> object:
         raise DecodeError(_WHAT, f"field {key!r} is missing") from None
 
 
-def _str(rec: Record, key: str) -> str:
+def _of(rec: Record, key: str, kind: type[_V], expected: str) -> _V:
     value = _get(rec, key)
-    if isinstance(value, str):
+    if isinstance(value, kind):
         return value
-    raise _wrong(key, "a string")
+    raise _wrong(key, expected)
+
+
+def _opt_of(rec: Record, key: str, kind: type[_V], expected: str) -> _V | None:
+    value = _get(rec, key)
+    if value is None or isinstance(value, kind):
+        return value
+    raise _wrong(key, expected)
+
+
+def _str(rec: Record, key: str) -> str:
+    return _of(rec, key, str, "a string")
 
 
 def _int(rec: Record, key: str) -> int:
@@ -132,10 +144,7 @@ def _int(rec: Record, key: str) -> int:
 
 
 def _bool(rec: Record, key: str) -> bool:
-    value = _get(rec, key)
-    if isinstance(value, bool):
-        return value
-    raise _wrong(key, "a boolean")
+    return _of(rec, key, bool, "a boolean")
 
 
 def _opt_int(rec: Record, key: str) -> int | None:
@@ -146,38 +155,23 @@ def _opt_int(rec: Record, key: str) -> int | None:
 
 
 def _opt_str(rec: Record, key: str) -> str | None:
-    value = _get(rec, key)
-    if value is None or isinstance(value, str):
-        return value
-    raise _wrong(key, "a string or null")
+    return _opt_of(rec, key, str, "a string or null")
 
 
 def _opt_bytes(rec: Record, key: str) -> bytes | None:
-    value = _get(rec, key)
-    if value is None or isinstance(value, bytes):
-        return value
-    raise _wrong(key, "bytes or null")
+    return _opt_of(rec, key, bytes, "bytes or null")
 
 
 def _uuid(rec: Record, key: str) -> UUID:
-    value = _get(rec, key)
-    if isinstance(value, UUID):
-        return value
-    raise _wrong(key, "a uuid")
+    return _of(rec, key, UUID, "a uuid")
 
 
 def _opt_uuid(rec: Record, key: str) -> UUID | None:
-    value = _get(rec, key)
-    if value is None or isinstance(value, UUID):
-        return value
-    raise _wrong(key, "a uuid or null")
+    return _opt_of(rec, key, UUID, "a uuid or null")
 
 
 def _opt_timestamp(rec: Record, key: str) -> datetime | None:
-    value = _get(rec, key)
-    if value is None or isinstance(value, datetime):
-        return value
-    raise _wrong(key, "a timestamp or null")
+    return _opt_of(rec, key, datetime, "a timestamp or null")
 
 
 def _timestamp(rec: Record, key: str) -> datetime:
@@ -209,10 +203,7 @@ def _opt_record(rec: Record, key: str) -> Record | None:
 
 
 def _list(rec: Record, key: str) -> list[object]:
-    value = _get(rec, key)
-    if isinstance(value, list):
-        return value
-    raise _wrong(key, "an array")
+    return _of(rec, key, list, "an array")
 
 
 def _branch(value: object, key: str) -> tuple[str, Record]:

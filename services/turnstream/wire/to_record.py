@@ -43,7 +43,6 @@ from turnstream.content import (
     ThinkingBlock,
     ThinkingChunk,
     ToolResultBlock,
-    ToolResultContent,
     ToolResultMessage,
     ToolUseBlock,
     ToolUseChunk,
@@ -173,18 +172,6 @@ def _image(media_type: str, url: str | None, data: bytes | None) -> Record:
     return {"media_type": media_type, "url": url, "data": data}
 
 
-def _result_content(block: ToolResultContent) -> Branch:
-    match block:
-        case TextBlock():
-            return _branch("TextBlock", {"text": block.text})
-        case ImageBlock():
-            return _branch(
-                "ImageBlock", _image(block.media_type, block.url, block.data)
-            )
-        case _:
-            assert_never(block)
-
-
 def block_branch(block: Block) -> Branch:
     """A content block as its union branch."""
     match block:
@@ -223,7 +210,8 @@ def block_branch(block: Block) -> Branch:
                 "ToolResultBlock",
                 {
                     "tool_use_id": block.tool_use_id,
-                    "content": [_result_content(c) for c in block.content],
+                    # A tool result's content is a subset of the blocks, written alike.
+                    "content": [block_branch(c) for c in block.content],
                     "is_error": block.is_error,
                 },
             )

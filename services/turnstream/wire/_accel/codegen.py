@@ -4,9 +4,10 @@ Owns :class:`Source` (Python source assembled line by line, plus the
 constants it refers to, compiled with ``exec``), :class:`Unsupported` (raised
 at generation time for a schema/model pair the fast path does not cover),
 :class:`Miss` (raised at run time when the fast path hands a value to the
-generic one), the record-name → model-class table, the small varint table
-and :func:`envelope_parts` (an event envelope taken apart, for the generated
-paths and the native plans alike). The generated functions are straight-line
+generic one), the record-name → model-class table, the small varint table,
+:func:`envelope_parts` (an event envelope taken apart) and
+:func:`by_event_class` (one product per covered payload branch), for the
+generated paths and the native plans alike. The generated functions are straight-line
 code with no per-datum schema walk; the generic path (``to_record``/
 ``from_record`` and fastavro) stays the authority for anything unusual. Pure
 Python; imports value types and the schema module's ``named_types``.
@@ -14,27 +15,12 @@ Python; imports value types and the schema module's ``named_types``.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Annotated, Any, Final, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel
 
-from turnstream.content import (
-    AIMessage,
-    ImageBlock,
-    ImageChunk,
-    RefusalBlock,
-    RefusalChunk,
-    TextBlock,
-    TextChunk,
-    ThinkingBlock,
-    ThinkingChunk,
-    ToolResultBlock,
-    ToolResultMessage,
-    ToolUseBlock,
-    ToolUseChunk,
-    Usage,
-    UserMessage,
-)
+from turnstream.content import Block, Chunk, Message, Usage
 from turnstream.events import EVENT_TYPES, Cause, FailureInfo, Header, ToolTiming
 from turnstream.wire.schemas import named_types
 
@@ -47,6 +33,7 @@ __all__ = [
     "Miss",
     "Source",
     "Unsupported",
+    "by_event_class",
     "envelope_parts",
     "model_class",
     "short_name",
@@ -54,6 +41,9 @@ __all__ = [
     "write_long",
     "zigzag_bytes",
 ]
+
+
+_T = TypeVar("_T")
 
 
 class Unsupported(Exception):
@@ -64,22 +54,22 @@ class Miss(Exception):
     """The fast path declines this value; the generic path handles it."""
 
 
+def _members(union: object) -> tuple[type[BaseModel], ...]:
+    """The model classes of a (possibly ``Annotated``) union."""
+    if get_origin(union) is Annotated:
+        union = get_args(union)[0]
+    return tuple(
+        t for t in get_args(union) if isinstance(t, type) and issubclass(t, BaseModel)
+    )
+
+
+# The content records are the members of content's unions (a tool result's
+# content is a subset of Block), so a new block or chunk type needs no entry here.
 _CONTENT: tuple[type[BaseModel], ...] = (
-    AIMessage,
-    ImageBlock,
-    ImageChunk,
-    RefusalBlock,
-    RefusalChunk,
-    TextBlock,
-    TextChunk,
-    ThinkingBlock,
-    ThinkingChunk,
-    ToolResultBlock,
-    ToolResultMessage,
-    ToolUseBlock,
-    ToolUseChunk,
+    *_members(Message),
+    *_members(Block),
+    *_members(Chunk),
     Usage,
-    UserMessage,
     Header,
     Cause,
     FailureInfo,
@@ -233,3 +223,21 @@ def envelope_parts(envelope: Any) -> tuple[dict[str, Any], Any, list[Any]]:
     )
     branches = [named.get(e, e) if isinstance(e, str) else e for e in payload]
     return named, header, branches
+
+
+def by_event_class(
+    branches: list[Any], build: Callable[[int, Any, type[BaseModel]], _T]
+) -> dict[type[BaseModel], _T]:
+    """``build(index, branch, cls)`` for each payload branch, keyed by event class.
+
+    A branch the generator does not cover (``Unsupported`` from the name or
+    from ``build``) is left out: the codec handles that class on the generic path.
+    """
+    built: dict[type[BaseModel], _T] = {}
+    for index, branch in enumerate(branches):
+        try:
+            cls = model_class(branch["name"])
+            built[cls] = build(index, branch, cls)
+        except Unsupported:
+            continue
+    return built

@@ -38,6 +38,7 @@ from turnstream.wire._accel.codegen import (
     Miss,
     Source,
     Unsupported,
+    by_event_class,
     envelope_parts,
     model_class,
     short_name,
@@ -302,21 +303,19 @@ def compile_event_writers(
     out; the codec writes those on the generic path.
     """
     named, header_schema, branches = envelope_parts(envelope)
-    writers: dict[type[BaseModel], EventWriter] = {}
-    for index, branch in enumerate(branches):
-        try:
-            cls = model_class(branch["name"])
-            src = _WriterSource(named)
-            fn = f"write_{short_name(branch['name'])}"
-            src.line(0, f"def {fn}(ev):")
-            src.line(1, f"out = bytearray({prefix!r})")
-            src.line(1, "h = ev.header")
-            src.record_fields(1, header_schema, "h")
-            src.line(1, f"out += {zigzag_bytes(index)!r}")
-            src.record_fields(1, branch, "ev")
-            src.line(1, "return bytes(out)")
-            src.flush_dispatchers()
-            writers[cls] = src.compile(fn)[fn]
-        except Unsupported:
-            continue
-    return writers
+
+    def writer(index: int, branch: Any, _cls: type[BaseModel]) -> EventWriter:
+        src = _WriterSource(named)
+        fn = f"write_{short_name(branch['name'])}"
+        src.line(0, f"def {fn}(ev):")
+        src.line(1, f"out = bytearray({prefix!r})")
+        src.line(1, "h = ev.header")
+        src.record_fields(1, header_schema, "h")
+        src.line(1, f"out += {zigzag_bytes(index)!r}")
+        src.record_fields(1, branch, "ev")
+        src.line(1, "return bytes(out)")
+        src.flush_dispatchers()
+        written: EventWriter = src.compile(fn)[fn]
+        return written
+
+    return by_event_class(branches, writer)

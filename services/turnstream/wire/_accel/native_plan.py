@@ -43,6 +43,7 @@ from turnstream.validation import id_rules
 from turnstream.wire._accel.codegen import (
     Miss,
     Unsupported,
+    by_event_class,
     envelope_parts,
     model_class,
     short_name,
@@ -468,23 +469,20 @@ def write_plans(
     does (a broken rule misses, and the Python path raises the typed error).
     """
     named, header, branches = envelope_parts(envelope)
-    plans: dict[type[BaseModel], Plan] = {}
-    for index, branch in enumerate(branches):
-        try:
-            cls = model_class(branch["name"])
-            planner = _WritePlanner(named)
-            check = ((None, (W_CHECK, _rules(cls))),) if validated else ()
-            fields = (
-                *check,
-                (None, (W_CONST, prefix)),
-                ("header", planner.record_plan(header)),
-                (None, (W_CONST, zigzag_bytes(index))),
-                *planner.fields(branch, cls),
-            )
-            plans[cls] = (W_RECORD, cls, fields)
-        except Unsupported:
-            continue
-    return plans
+
+    def plan(index: int, branch: Any, cls: type[BaseModel]) -> Plan:
+        planner = _WritePlanner(named)
+        check = ((None, (W_CHECK, _rules(cls))),) if validated else ()
+        fields = (
+            *check,
+            (None, (W_CONST, prefix)),
+            ("header", planner.record_plan(header)),
+            (None, (W_CONST, zigzag_bytes(index))),
+            *planner.fields(branch, cls),
+        )
+        return (W_RECORD, cls, fields)
+
+    return by_event_class(branches, plan)
 
 
 def read_plan(
