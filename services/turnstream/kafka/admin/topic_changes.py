@@ -37,6 +37,7 @@ __all__ = [
     "alter_topic_configs",
     "is_safe_drift",
     "safe_changes",
+    "topic_layout",
     "topic_overrides",
     "wait_until_visible",
 ]
@@ -187,6 +188,25 @@ async def topic_overrides(
                     )
                 overrides[config["config_names"]] = config["config_value"]
     return overrides
+
+
+def topic_layout(entry: Mapping[str, Any]) -> tuple[int, int]:
+    """A DescribeTopics answer's partition count and replication factor.
+
+    Raises:
+        TransportError: the answer is an error (a caller handles the codes it
+            expects before).
+    """
+    code = int(entry["error_code"])
+    if code != 0:
+        raise TransportError(
+            f"describe topic {entry['topic']}",
+            f"{for_code(code).__name__} ({code})",
+            retriable=bool(for_code(code).retriable),
+        )
+    partitions = entry["partitions"]
+    rf = min((len(p["replicas"]) for p in partitions), default=0)
+    return len(partitions), rf
 
 
 async def describe_topic_configs(
