@@ -85,12 +85,7 @@ async def wait_until_visible(
                     name = entry["topic"]
                     code = int(entry["error_code"])
                     if code not in (0, *_NOT_YET):
-                        error = for_code(code)
-                        raise TransportError(
-                            f"describe topic {name}",
-                            f"{error.__name__} ({code})",
-                            retriable=bool(error.retriable),
-                        )
+                        raise _describe_error(name, code)
                     led = [p for p in entry["partitions"] if int(p["leader"]) >= 0]
                     if code == 0 and len(led) == pending.get(name, -1):
                         pending.pop(name, None)
@@ -199,14 +194,19 @@ def topic_layout(entry: Mapping[str, Any]) -> tuple[int, int]:
     """
     code = int(entry["error_code"])
     if code != 0:
-        raise TransportError(
-            f"describe topic {entry['topic']}",
-            f"{for_code(code).__name__} ({code})",
-            retriable=bool(for_code(code).retriable),
-        )
+        raise _describe_error(entry["topic"], code)
     partitions = entry["partitions"]
     rf = min((len(p["replicas"]) for p in partitions), default=0)
     return len(partitions), rf
+
+
+def _describe_error(topic: str, code: int) -> TransportError:
+    error = for_code(code)
+    return TransportError(
+        f"describe topic {topic}",
+        f"{error.__name__} ({code})",
+        retriable=bool(error.retriable),
+    )
 
 
 async def describe_topic_configs(
