@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
 from turnstream.cli.failures import exit_on_errors
-from turnstream.cli.setting_options import annotated, option
+from turnstream.cli.setting_options import annotated, option, splice_parameters
 from turnstream.cli.settings import KafkaTarget
 from turnstream.config import (
     BOOTSTRAP,
@@ -82,7 +82,6 @@ def kafka_options(
 
     def decorate(command: F) -> F:
         signature = inspect.signature(command, eval_str=True)
-        own = [p for p in signature.parameters.values() if p.name != "target"]
         added = [
             _parameter(s, timeout if s.name == "timeout" else None) for s in settings
         ]
@@ -109,14 +108,7 @@ def kafka_options(
                 )
             return command(*args, target=target, **kwargs)
 
-        run.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*own, *added]
-        )
-        run.__annotations__ = {
-            **{p.name: p.annotation for p in own},
-            **{p.name: p.annotation for p in added},
-            "return": signature.return_annotation,
-        }
+        splice_parameters(run, signature, replaced="target", added=added)
         return run  # type: ignore[return-value]
 
     return decorate

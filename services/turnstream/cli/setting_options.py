@@ -21,7 +21,13 @@ import typer
 
 from turnstream.config import Setting
 
-__all__ = ["annotated", "environment_epilog", "option", "setting_options"]
+__all__ = [
+    "annotated",
+    "environment_epilog",
+    "option",
+    "setting_options",
+    "splice_parameters",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,6 +75,29 @@ def _parameter(setting: Setting) -> inspect.Parameter:
     )
 
 
+def splice_parameters(
+    run: Callable[..., Any],
+    signature: inspect.Signature,
+    *,
+    replaced: str,
+    added: Sequence[inspect.Parameter],
+) -> None:
+    """Present ``run`` to typer as ``signature``, ``replaced`` swapped for ``added``.
+
+    Typer reads a command's options from its ``__signature__`` and
+    ``__annotations__``; the wrapper hands ``replaced`` to the command itself.
+    """
+    own = [p for p in signature.parameters.values() if p.name != replaced]
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*own, *added]
+    )
+    run.__annotations__ = {
+        **{p.name: p.annotation for p in own},
+        **{p.name: p.annotation for p in added},
+        "return": signature.return_annotation,
+    }
+
+
 def environment_epilog(settings: Sequence[Setting]) -> str:
     """The help's paragraph naming the settings read from the environment only."""
     names = [s.env for s in settings if not s.flags and s.env]
@@ -85,7 +114,6 @@ def setting_options(settings: Sequence[Setting]) -> Callable[[F], F]:
 
     def decorate(command: F) -> F:
         signature = inspect.signature(command, eval_str=True)
-        own = [p for p in signature.parameters.values() if p.name != "flags"]
         added = [_parameter(s) for s in flagged]
 
         @functools.wraps(command)
@@ -93,14 +121,7 @@ def setting_options(settings: Sequence[Setting]) -> Callable[[F], F]:
             flags = {s.name: kwargs.pop(s.name, None) for s in flagged}
             return command(*args, flags=flags, **kwargs)
 
-        run.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*own, *added]
-        )
-        run.__annotations__ = {
-            **{p.name: p.annotation for p in own},
-            **{p.name: p.annotation for p in added},
-            "return": signature.return_annotation,
-        }
+        splice_parameters(run, signature, replaced="flags", added=added)
         return run  # type: ignore[return-value]
 
     return decorate

@@ -2,8 +2,8 @@
 
 Owns :class:`KafkaClients`: the bootstrap servers, timeouts and security
 settings every producer, consumer and admin client of a process is built from
-(so TLS and SASL reach *every* client), plus :func:`start_client` and
-:func:`stop_client`, which bound a client's start and stop with timeouts and
+and started with (so TLS and SASL reach *every* client), plus :func:`start_client`
+and :func:`stop_client`, which bound a client's start and stop with timeouts and
 turn failures into :class:`turnstream.errors.TransportError`.
 
 Part of ``turnstream.kafka`` (the only aiokafka importer); must not import the
@@ -158,10 +158,30 @@ class KafkaClients:
         return consumer
 
     def admin(self) -> AIOKafkaAdminClient:
-        """An admin client (start it with :func:`start_client`)."""
+        """An admin client (start it with :meth:`start`)."""
         admin = AIOKafkaAdminClient(**self.common("admin"))
         self._gated(admin._client)
         return admin
+
+    async def start(
+        self, client: Any, *, operation: str, seconds: float | None = None
+    ) -> None:
+        """:func:`start_client` with these settings' security and connect timeout.
+
+        Args:
+            client: a consumer, producer or admin client of these settings.
+            operation: names the start in the error.
+            seconds: the time limit (default: the connect timeout).
+
+        Raises:
+            KafkaAuthorizationError | TransportError: as :func:`start_client`.
+        """
+        await start_client(
+            client,
+            seconds=self.connection.connect_timeout if seconds is None else seconds,
+            operation=operation,
+            security=self.security,
+        )
 
 
 async def start_client(
@@ -208,12 +228,7 @@ async def started_admin(clients: KafkaClients, *, seconds: float) -> AsyncIterat
         KafkaAuthorizationError | TransportError: as :func:`start_client`.
     """
     admin = clients.admin()
-    await start_client(
-        admin,
-        seconds=seconds,
-        operation="start admin client",
-        security=clients.security,
-    )
+    await clients.start(admin, operation="start admin client", seconds=seconds)
     try:
         yield admin
     finally:

@@ -63,6 +63,15 @@ AUTHORIZATION_ERRORS: Final = (
     TransactionalIdAuthorizationFailed,
     ClusterAuthorizationFailedError,
 )
+# Per refusal: the resource type it names, the permission it needs there and the
+# resource's fixed name (``None``: the permission the call asks for, the name the
+# error carries).
+_REFUSALS: Final[dict[type[KafkaError], tuple[str, str | None, str | None]]] = {
+    TopicAuthorizationFailedError: ("Topic", None, None),
+    GroupAuthorizationFailedError: ("Group", "Read", None),
+    TransactionalIdAuthorizationFailed: ("TransactionalId", "Write", None),
+    ClusterAuthorizationFailedError: ("Cluster", None, CLUSTER),
+}
 
 _SECURITY_FLAGS: Final = "--security-protocol / TURNSTREAM_KAFKA_SECURITY_PROTOCOL"
 # Seconds a probe waits for the broker's TLS alert after the handshake.
@@ -122,42 +131,17 @@ def authorization_error(
     Returns:
         ``None`` if ``exc`` is no authorisation failure.
     """
-    who = principal(security)
     if isinstance(exc, KafkaAuthorizationError):
         return exc
-    if isinstance(exc, TopicAuthorizationFailedError):
-        name = _named(exc) or resource or "?"
-        return KafkaAuthorizationError(
-            principal=who,
-            permission=permission,
-            resource_type="Topic",
-            resource=name,
-            operation=operation,
-        )
-    if isinstance(exc, GroupAuthorizationFailedError):
-        return KafkaAuthorizationError(
-            principal=who,
-            permission="Read",
-            resource_type="Group",
-            resource=_named(exc) or resource or "?",
-            operation=operation,
-        )
-    if isinstance(exc, TransactionalIdAuthorizationFailed):
-        return KafkaAuthorizationError(
-            principal=who,
-            permission="Write",
-            resource_type="TransactionalId",
-            resource=_named(exc) or resource or "?",
-            operation=operation,
-        )
-    if isinstance(exc, ClusterAuthorizationFailedError):
-        return KafkaAuthorizationError(
-            principal=who,
-            permission=permission,
-            resource_type="Cluster",
-            resource=CLUSTER,
-            operation=operation,
-        )
+    for refusal, (resource_type, needed, fixed) in _REFUSALS.items():
+        if isinstance(exc, refusal):
+            return KafkaAuthorizationError(
+                principal=principal(security),
+                permission=needed or permission,
+                resource_type=resource_type,
+                resource=fixed or _named(exc) or resource or "?",
+                operation=operation,
+            )
     return None
 
 

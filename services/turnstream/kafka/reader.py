@@ -38,7 +38,7 @@ from aiokafka.protocol.fetch import FetchRequest
 
 from turnstream.errors import DecodeError, TransportError
 from turnstream.events import EnduringEvent
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, stop_client
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.records import (
     HISTORY_POSITIONED,
@@ -158,11 +158,8 @@ async def _start_reader(
     consumer = clients.consumer(
         "reader", read_committed=read_committed, auto_offset_reset="earliest"
     )
-    await start_client(
-        consumer,
-        seconds=clients.connection.request_timeout,
-        operation="start reader",
-        security=clients.security,
+    await clients.start(
+        consumer, operation="start reader", seconds=clients.connection.request_timeout
     )
     try:
         consumer.assign([tp])

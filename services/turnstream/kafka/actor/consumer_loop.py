@@ -29,7 +29,7 @@ from turnstream.kafka.actor.assignment import assignors
 from turnstream.kafka.actor.membership import SERVICE_LOG, Membership
 from turnstream.kafka.actor.partitions import OwnedPartitions
 from turnstream.kafka.backoff import Backoff
-from turnstream.kafka.clients import start_client, stop_client
+from turnstream.kafka.clients import stop_client
 from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.faults import Fault, classify, transport_error
 
@@ -106,12 +106,7 @@ class ConsumerLoop:
         while not m.stop.is_set():
             consumer = self._new_consumer()
             try:
-                await start_client(
-                    consumer,
-                    seconds=m.clients.connection.connect_timeout,
-                    operation="start commands consumer",
-                    security=m.clients.security,
-                )
+                await m.clients.start(consumer, operation="start commands consumer")
             except TransportError as exc:
                 if not exc.is_retriable:
                     raise
@@ -293,12 +288,7 @@ class ConsumerLoop:
                 max_poll_records=m.settings.max_poll_records,
             )
             try:
-                await start_client(
-                    consumer,
-                    seconds=m.clients.connection.connect_timeout,
-                    operation="start rebalance reader",
-                    security=m.clients.security,
-                )
+                await m.clients.start(consumer, operation="start rebalance reader")
             except TransportError:
                 return None
             self._bridge = consumer

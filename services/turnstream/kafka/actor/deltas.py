@@ -53,7 +53,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from turnstream.errors import ContractError
 from turnstream.events import EnduringEvent, EphemeralEvent
 from turnstream.kafka.actor.metrics import ServiceMetrics
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, stop_client
 from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.records import loop_key
 from turnstream.wire import Codec
@@ -125,12 +125,7 @@ class DeltaPublisher:
             TransportError: the producer could not start in time.
         """
         producer = self._clients.lossy_producer("deltas")
-        await start_client(
-            producer,
-            seconds=self._clients.connection.connect_timeout,
-            operation="start deltas producer",
-            security=self._clients.security,
-        )
+        await self._clients.start(producer, operation="start deltas producer")
         self._producer = producer
 
     async def run(self) -> None:

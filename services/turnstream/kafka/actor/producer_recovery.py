@@ -26,7 +26,7 @@ from typing import Any
 from turnstream.errors import TransportError
 from turnstream.kafka.actor.transaction import Outcome, Phase, TransactionBuilder
 from turnstream.kafka.actor.writer_settings import WriterSettings, WriterState
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, stop_client
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import Fault, classify
 from turnstream.kafka.reader import record_visible
@@ -79,12 +79,7 @@ class ProducerRecovery:
             self._transactional_id,
             transaction_timeout_ms=self._settings.transaction_timeout_ms,
         )
-        await start_client(
-            producer,
-            seconds=seconds,
-            operation="start producer",
-            security=self._clients.security,
-        )
+        await self._clients.start(producer, operation="start producer", seconds=seconds)
         return producer
 
     async def recover(self, exc: Exception, outcome: Outcome, deadline: float) -> str:

@@ -21,6 +21,7 @@ codec to encode state records.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -65,6 +66,11 @@ __all__ = [
 _STATE_OVERHEAD: Final = 1024
 
 
+def _reply() -> asyncio.Future[LoopState | None]:
+    # Made when the request is: inside the writer's running loop.
+    return asyncio.get_running_loop().create_future()
+
+
 @dataclass(slots=True, kw_only=True, eq=False)
 class Append:
     """One ``PartitionWriter.append``: a loop's events (and state)."""
@@ -73,8 +79,8 @@ class Append:
     payloads: tuple[tuple[bytes, list[tuple[str, bytes]]], ...]
     state: LoopState | None
     resolves: tuple[UUID, ...]
-    reply: asyncio.Future[LoopState | None]
-    started: float
+    reply: asyncio.Future[LoopState | None] = field(default_factory=_reply)
+    started: float = field(default_factory=time.monotonic)
     on_commit: Callable[[LoopState | None], None] | None = None
     added_ids: tuple[UUID, ...] = ()
     erase_history: int = 0
@@ -89,8 +95,8 @@ class DeadLetter:
     value: bytes
     headers: list[tuple[str, bytes]]
     resolves: UUID
-    reply: asyncio.Future[LoopState | None]
-    started: float
+    reply: asyncio.Future[LoopState | None] = field(default_factory=_reply)
+    started: float = field(default_factory=time.monotonic)
 
 
 Request = Append | DeadLetter

@@ -366,8 +366,6 @@ class PartitionWriter:
                 payloads=payloads,
                 state=state,
                 resolves=resolves,
-                reply=asyncio.get_running_loop().create_future(),
-                started=time.monotonic(),
                 on_commit=on_commit,
                 added_ids=tuple(added_ids),
                 erase_history=erase_history,
@@ -400,8 +398,6 @@ class PartitionWriter:
                 value=value,
                 headers=headers,
                 resolves=record_id,
-                reply=asyncio.get_running_loop().create_future(),
-                started=time.monotonic(),
             )
         )
 

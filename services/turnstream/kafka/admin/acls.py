@@ -65,7 +65,16 @@ _CLUSTER_AUTHORIZATION_FAILED: Final = 31
 _SECURITY_DISABLED: Final = 54
 
 
-class AclOperation(IntEnum):
+class _KafkaCode(IntEnum):
+    """A Kafka protocol code whose name Kafka's tools print in CamelCase."""
+
+    @property
+    def label(self) -> str:
+        """As Kafka's tools print it (``IdempotentWrite``, ``TransactionalId``)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+class AclOperation(_KafkaCode):
     """Kafka's ACL operations (the codes of the wire protocol)."""
 
     READ = 3
@@ -74,24 +83,14 @@ class AclOperation(IntEnum):
     DESCRIBE = 8
     IDEMPOTENT_WRITE = 12
 
-    @property
-    def label(self) -> str:
-        """As Kafka's tools print it (``IdempotentWrite``)."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
 
-
-class ResourceType(IntEnum):
+class ResourceType(_KafkaCode):
     """Kafka's ACL resource types."""
 
     TOPIC = 2
     GROUP = 3
     CLUSTER = 4
     TRANSACTIONAL_ID = 5
-
-    @property
-    def label(self) -> str:
-        """As Kafka's tools print it (``TransactionalId``)."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
 
 
 class PatternType(IntEnum):

@@ -21,7 +21,7 @@ Part of ``turnstream.kafka``, the only package allowed to import aiokafka.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
@@ -37,6 +37,7 @@ __all__ = [
     "alter_topic_configs",
     "is_safe_drift",
     "safe_changes",
+    "topic_layout",
     "topic_overrides",
     "wait_until_visible",
 ]
@@ -84,12 +85,7 @@ async def wait_until_visible(
                     name = entry["topic"]
                     code = int(entry["error_code"])
                     if code not in (0, *_NOT_YET):
-                        error = for_code(code)
-                        raise TransportError(
-                            f"describe topic {name}",
-                            f"{error.__name__} ({code})",
-                            retriable=bool(error.retriable),
-                        )
+                        raise _describe_error(name, code)
                     led = [p for p in entry["partitions"] if int(p["leader"]) >= 0]
                     if code == 0 and len(led) == pending.get(name, -1):
                         pending.pop(name, None)
@@ -161,32 +157,62 @@ async def topic_overrides(
         operation=f"describe configs of topic {topic}",
     )
     overrides: dict[str, str] = {}
-    for response in responses:
-        for entry in response.to_object()["resources"]:
-            code = int(entry["error_code"])
-            if code != 0:
-                error = for_code(code)
+    for entry in _resources(responses):
+        code = int(entry["error_code"])
+        if code != 0:
+            error = for_code(code)
+            raise TopicAlterError(
+                topic,
+                f"reading its configs: {error.__name__} ({code})",
+                retriable=bool(error.retriable),
+            )
+        for config in entry["config_entries"]:
+            if "config_source" not in config:
+                raise TopicAlterError(
+                    topic, "the broker reports no config sources", retriable=False
+                )
+            if config["config_source"] != _DYNAMIC_TOPIC_CONFIG:
+                continue
+            if config["config_value"] is None:
                 raise TopicAlterError(
                     topic,
-                    f"reading its configs: {error.__name__} ({code})",
-                    retriable=bool(error.retriable),
+                    f"override {config['config_names']} is not readable and "
+                    "would be lost",
+                    retriable=False,
                 )
-            for config in entry["config_entries"]:
-                if "config_source" not in config:
-                    raise TopicAlterError(
-                        topic, "the broker reports no config sources", retriable=False
-                    )
-                if config["config_source"] != _DYNAMIC_TOPIC_CONFIG:
-                    continue
-                if config["config_value"] is None:
-                    raise TopicAlterError(
-                        topic,
-                        f"override {config['config_names']} is not readable and "
-                        "would be lost",
-                        retriable=False,
-                    )
-                overrides[config["config_names"]] = config["config_value"]
+            overrides[config["config_names"]] = config["config_value"]
     return overrides
+
+
+def topic_layout(entry: Mapping[str, Any]) -> tuple[int, int]:
+    """A DescribeTopics answer's partition count and replication factor.
+
+    Raises:
+        TransportError: the answer is an error (a caller handles the codes it
+            expects before).
+    """
+    code = int(entry["error_code"])
+    if code != 0:
+        raise _describe_error(entry["topic"], code)
+    partitions = entry["partitions"]
+    rf = min((len(p["replicas"]) for p in partitions), default=0)
+    return len(partitions), rf
+
+
+def _resources(responses: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    # DescribeConfigs and AlterConfigs answer with a list of responses (one per
+    # broker asked), each listing its resources.
+    for response in responses:
+        yield from response.to_object()["resources"]
+
+
+def _describe_error(topic: str, code: int) -> TransportError:
+    error = for_code(code)
+    return TransportError(
+        f"describe topic {topic}",
+        f"{error.__name__} ({code})",
+        retriable=bool(error.retriable),
+    )
 
 
 async def describe_topic_configs(
@@ -211,19 +237,18 @@ async def describe_topic_configs(
         operation="describe topic configs",
     )
     configs: dict[str, dict[str, str | None]] = {}
-    for response in responses:
-        for entry in response.to_object()["resources"]:
-            code = int(entry["error_code"])
-            check(code, entry["resource_name"])
-            if code != 0:
-                raise TransportError(
-                    f"describe configs of topic {entry['resource_name']}",
-                    entry["error_message"] or f"error {code}",
-                    retriable=bool(for_code(code).retriable),
-                )
-            configs[entry["resource_name"]] = {
-                c["config_names"]: c["config_value"] for c in entry["config_entries"]
-            }
+    for entry in _resources(responses):
+        code = int(entry["error_code"])
+        check(code, entry["resource_name"])
+        if code != 0:
+            raise TransportError(
+                f"describe configs of topic {entry['resource_name']}",
+                entry["error_message"] or f"error {code}",
+                retriable=bool(for_code(code).retriable),
+            )
+        configs[entry["resource_name"]] = {
+            c["config_names"]: c["config_value"] for c in entry["config_entries"]
+        }
     return configs
 
 
@@ -258,17 +283,15 @@ async def alter_topic_configs(
         seconds=conn.request_timeout,
         operation=f"alter configs of topic {topic}",
     )
-    for response in responses:
-        for entry in response.to_object()["resources"]:
-            code = int(entry["error_code"])
-            if code != 0:
-                error = for_code(code)
-                raise TopicAlterError(
-                    topic,
-                    f"{error.__name__} ({code}): "
-                    f"{entry['error_message'] or 'no detail'}",
-                    retriable=bool(error.retriable),
-                )
+    for entry in _resources(responses):
+        code = int(entry["error_code"])
+        if code != 0:
+            error = for_code(code)
+            raise TopicAlterError(
+                topic,
+                f"{error.__name__} ({code}): {entry['error_message'] or 'no detail'}",
+                retriable=bool(error.retriable),
+            )
     await _confirm(admin, conn, topic, merged)
     return merged
 

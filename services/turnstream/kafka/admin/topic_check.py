@@ -35,13 +35,13 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import for_code
 
-from turnstream.errors import ConfigError, TransportError
+from turnstream.errors import ConfigError
 from turnstream.kafka.admin.probe import admin_session, bounded
 from turnstream.kafka.admin.topic_changes import (
     describe_topic_configs,
     is_safe_drift,
+    topic_layout,
 )
 from turnstream.kafka.admin.topics import DesiredTopic, diff_topic
 from turnstream.kafka.connection import KafkaConnection
@@ -220,15 +220,7 @@ async def _replication(
             raise ConfigError(
                 "topics", f"topic {name} does not exist (run `turnstream topics apply`)"
             )
-        if code != 0:
-            raise TransportError(
-                f"describe topic {name}",
-                f"{for_code(code).__name__} ({code})",
-                retriable=bool(for_code(code).retriable),
-            )
-        partitions = entry["partitions"]
-        rf = min(len(p["replicas"]) for p in partitions)
-        layout[name] = (len(partitions), rf)
+        layout[name] = topic_layout(entry)
     return layout
 
 

@@ -52,6 +52,7 @@ from turnstream.kafka.admin.topic_changes import (
     alter_topic_configs,
     describe_topic_configs,
     safe_changes,
+    topic_layout,
     wait_until_visible,
 )
 from turnstream.kafka.connection import KafkaConnection
@@ -517,15 +518,7 @@ async def _describe_once(
         code = int(entry["error_code"])
         if code == _UNKNOWN_TOPIC_OR_PARTITION:
             raise _NotVisibleYet(entry["topic"])
-        if code != 0:
-            raise TransportError(
-                f"describe topic {entry['topic']}",
-                f"{for_code(code).__name__} ({code})",
-                retriable=bool(for_code(code).retriable),
-            )
-        partitions = entry["partitions"]
-        rf = min((len(p["replicas"]) for p in partitions), default=0)
-        layout[entry["topic"]] = (len(partitions), rf)
+        layout[entry["topic"]] = topic_layout(entry)
 
     resources = [
         ConfigResource(

@@ -52,7 +52,7 @@ from turnstream.events import (
     TurnStarted,
 )
 from turnstream.kafka.client.cursor import AttachItem, Cursor, DeltasExpired, Streamed
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, stop_client
 from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.reader import read_journal
@@ -105,9 +105,7 @@ async def start_cursor(
     tp_d = TopicPartition(topics.deltas, partition)
     seconds = clients.connection.request_timeout
     consumer = clients.consumer("attach-start", read_committed=True)
-    await start_client(
-        consumer, seconds=seconds, operation="start reader", security=clients.security
-    )
+    await clients.start(consumer, operation="start reader", seconds=seconds)
     try:
         ends = await _bounded(
             seconds, "read the stream ends", consumer.end_offsets([tp_e, tp_d])
@@ -220,11 +218,8 @@ class Attachment:
                     auto_offset_reset="earliest",
                     fetch_max_wait_ms=_FETCH_MS,  # see StreamHub.start
                 )
-                await start_client(
-                    consumer,
-                    seconds=seconds,
-                    operation="start stream reader",
-                    security=self._clients.security,
+                await self._clients.start(
+                    consumer, operation="start stream reader", seconds=seconds
                 )
                 self._consumers.append(consumer)
             journal, deltas = self._consumers

@@ -38,7 +38,7 @@ from turnstream.errors import DecodeError, TurnstreamError
 from turnstream.events import AnyEvent
 from turnstream.kafka.client.attach import Attachment, check_cursor, start_cursor
 from turnstream.kafka.client.cursor import AttachItem, Cursor, Streamed
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, stop_client
 from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.records import loop_key, parse_loop_key, partition_for
@@ -249,11 +249,8 @@ class StreamHub:
                 # aiokafka's default 500 ms before committed events show.
                 fetch_max_wait_ms=_FETCH_MS,
             )
-            await start_client(
-                consumer,
-                seconds=seconds,
-                operation="start stream hub",
-                security=self._clients.security,
+            await self._clients.start(
+                consumer, operation="start stream hub", seconds=seconds
             )
             self._consumers[kind] = consumer
             assigned = [TopicPartition(topic, p) for p in range(counts[topic])]

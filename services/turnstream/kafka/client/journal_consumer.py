@@ -47,7 +47,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 
 from turnstream.errors import DecodeError
 from turnstream.events import EnduringEvent
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, stop_client
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.records import parse_loop_key
@@ -172,12 +172,7 @@ class JournalConsumer:
             max_poll_records=self._max_records,
         )
         self._consumer = consumer
-        await start_client(
-            consumer,
-            seconds=self._clients.connection.connect_timeout,
-            operation="start journal consumer",
-            security=self._clients.security,
-        )
+        await self._clients.start(consumer, operation="start journal consumer")
         try:
             consumer.subscribe([self._topic], listener=_Listener(self))
             while not self._stopping.is_set():

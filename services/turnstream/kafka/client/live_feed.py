@@ -29,7 +29,7 @@ from turnstream.events import AnyEvent, GateOpened
 from turnstream.ids import LoopId
 from turnstream.kafka.client.cursor import Kind
 from turnstream.kafka.client.live import CursorSubscription, LivePositions, Position
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, stop_client
 from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.faults import transport_error
 from turnstream.kafka.topology import TopicNames
@@ -106,11 +106,8 @@ class LiveFeed:
             reader = self._clients.consumer(
                 "live", read_committed=committed, auto_offset_reset="latest"
             )
-            await start_client(
-                reader,
-                seconds=seconds,
-                operation="start live reader",
-                security=self._clients.security,
+            await self._clients.start(
+                reader, operation="start live reader", seconds=seconds
             )
             self._readers.append(reader)
             assigned = [TopicPartition(topic, p) for p in range(counts[topic])]

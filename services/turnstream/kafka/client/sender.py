@@ -32,7 +32,7 @@ from turnstream.errors import (
     TransportError,
 )
 from turnstream.ids import CommandId
-from turnstream.kafka.clients import KafkaClients, start_client, stop_client
+from turnstream.kafka.clients import KafkaClients, stop_client
 from turnstream.kafka.diagnose import authorization_error
 from turnstream.kafka.errors import KafkaAuthorizationError
 from turnstream.kafka.faults import transport_error
@@ -83,12 +83,7 @@ class CommandSender:
     async def _started_producer(self) -> Any:
         """A new idempotent producer, started (``TransportError`` if not)."""
         producer = self._clients.idempotent_producer("session")
-        await start_client(
-            producer,
-            seconds=self._clients.connection.connect_timeout,
-            operation="start producer",
-            security=self._clients.security,
-        )
+        await self._clients.start(producer, operation="start producer")
         return producer
 
     async def start(self) -> None:
