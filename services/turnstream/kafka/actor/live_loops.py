@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 from uuid import UUID
 
-from turnstream.commands import AnyCommand, DeleteLoop, Shutdown, SubmitInput
+from turnstream.commands import AnyCommand, DeleteLoop, Interrupt, Shutdown, SubmitInput
 from turnstream.errors import TransportError
 from turnstream.events import Agency
 from turnstream.ids import CommandId, LoopId, SessionId
@@ -81,6 +81,15 @@ def _traced(hooks: HookRunner | None, tracer: Tracer | None) -> HookRunner | Non
     if tracer is None:
         return hooks
     return (hooks or HookRunner()).traced(tracer)
+
+
+def answers(command: AnyCommand) -> bool:
+    """Whether the command is answered even when its loop has no turn running.
+
+    A named interrupt is: its sender waits for the turn it named to end
+    interrupted, or for ``TurnRejected`` saying it had ended.
+    """
+    return isinstance(command, Interrupt) and command.turn_id is not None
 
 
 def _may_bind(command: AnyCommand, setup: LoopSetup) -> bool:
@@ -246,9 +255,13 @@ class LiveLoops:
         journal = self._journal()
         # Only an input (re)starts a loop -- and a Shutdown or DeleteLoop of a
         # known one, so that its LoopStopped or LoopDeleted is recorded
-        # whichever process restores it.
-        stop = isinstance(command, Shutdown | DeleteLoop) and journal.known(loop_id)
-        if not (isinstance(command, SubmitInput) or stop):
+        # whichever process restores it, and an interrupt naming a turn, so
+        # that it is answered (that turn is not running here: turn_ended).
+        known = journal.known(loop_id)
+        stop = isinstance(command, Shutdown | DeleteLoop) and known
+        if not (
+            isinstance(command, SubmitInput) or stop or (answers(command) and known)
+        ):
             return None
         ctx = self._ctx
         asked = command.agent if isinstance(command, SubmitInput) else ""

@@ -58,12 +58,12 @@ from uuid import UUID
 
 from aiokafka import TopicPartition
 
-from turnstream.commands import AnyCommand, DeleteLoop, SubmitInput
+from turnstream.commands import AnyCommand, DeleteLoop, Interrupt, SubmitInput
 from turnstream.errors import DecodeError, TransportError, TurnstreamError
 from turnstream.events import Cause, RejectReason, TurnRejected
 from turnstream.ids import LoopId, SessionId
 from turnstream.kafka.actor.journal import PartitionJournal
-from turnstream.kafka.actor.live_loops import LiveEntry, LiveLoops
+from turnstream.kafka.actor.live_loops import LiveEntry, LiveLoops, answers
 from turnstream.kafka.actor.poison import Poison, check_command, dead_letter
 from turnstream.kafka.actor.runner_context import RunnerContext, SetupFor, Spawn
 from turnstream.kafka.actor.writer import (
@@ -289,7 +289,9 @@ class PartitionRunner:
         or answered since) is skipped, however far back redelivery started.
         """
         if actor is None:
-            if isinstance(command, DeleteLoop):
+            if isinstance(command, DeleteLoop) or (
+                isinstance(command, Interrupt) and answers(command)
+            ):
                 # Noted before the answer is written, which must not stall
                 # the partition's next records.
                 self.writer.note_awaiting(offset, command.command_id)
@@ -309,9 +311,9 @@ class PartitionRunner:
             actor.post(command, offset)
         except LoopClosedError:
             # The actor stopped since it was looked up: an input (or a
-            # deletion) restarts the loop; any other command has nothing left
-            # to act on.
-            if not isinstance(command, SubmitInput | DeleteLoop):
+            # deletion, or a named interrupt, which is answered) restarts the
+            # loop; any other command has nothing left to act on.
+            if not (isinstance(command, SubmitInput | DeleteLoop) or answers(command)):
                 return
             try:
                 restarted = await self._loops.actor_for(command)
@@ -320,8 +322,8 @@ class PartitionRunner:
             if restarted is not None and not (self._closing or self.broken):
                 restarted.post(command, offset)
 
-    async def _unknown_loop(self, command: DeleteLoop) -> None:
-        """Answer a ``DeleteLoop`` of a loop this partition holds nothing of.
+    async def _unknown_loop(self, command: DeleteLoop | Interrupt) -> None:
+        """Answer a deletion or a named interrupt of a loop stored nowhere here.
 
         ``TurnRejected{unknown_loop}``, written alone: no state record, so the
         loop stays unknown (its first input would start it afresh).
