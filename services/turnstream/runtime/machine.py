@@ -152,6 +152,8 @@ class LoopMachine(TurnEnds):
                 return True  # its end, in flight, is now an interrupt
         if active.cancelling:
             return False
+        if active.task is not None and active.task.done():
+            return False  # its end is on its way through the mailbox: too late
         active.cancel(self._mail, self.config.drain_timeout)
         return True
 
@@ -188,12 +190,15 @@ class LoopMachine(TurnEnds):
         Without a turn id it cancels whichever turn runs. With one, only that
         turn: a turn no longer running (ended, or never this loop's) is left
         alone, and so is any later turn, and the interrupt is answered
-        ``TurnRejected{turn_ended}``, so its sender is not left waiting.
+        ``TurnRejected{turn_ended}``, so its sender is not left waiting. So is
+        one that reaches the turn after its task ended (its end still on its
+        way): at the turn's end, unless the turn ended interrupted anyway.
         """
         active = self._active
-        if command.turn_id is None or (
-            active is not None and active.turn_id == command.turn_id
-        ):
+        if command.turn_id is None:
+            return self.on_interrupt()
+        if active is not None and active.turn_id == command.turn_id:
+            active.interrupts.append(CommandId(command.command_id))
             return self.on_interrupt()
         await self._writer.reject(
             CommandId(command.command_id), RejectReason.TURN_ENDED

@@ -13,7 +13,13 @@ import logging
 from dataclasses import dataclass
 
 from turnstream.content import Conversation
-from turnstream.events import Agency, CancelReason, EnduringEvent, GateCloseReason
+from turnstream.events import (
+    Agency,
+    CancelReason,
+    EnduringEvent,
+    GateCloseReason,
+    RejectReason,
+)
 from turnstream.runtime.gates import abandon_gates, resolved_event
 from turnstream.runtime.handshake import Completed, Failed, Interrupted, TurnOutcome
 from turnstream.runtime.hooks import Operation, Outcome
@@ -111,9 +117,13 @@ class TurnEnds(TurnStarts):
                 )
         if self.status is LoopStatus.RUNNING:
             self.status = LoopStatus.IDLE
-        if await self._end_together(active, outcome, step):
-            return
-        await self._end_apart(active, outcome, step)
+        if not await self._end_together(active, outcome, step):
+            await self._end_apart(active, outcome, step)
+        if not isinstance(outcome, Interrupted):
+            # Interrupts that arrived as the turn's task was already done:
+            # their sender is answered, as for any turn that had ended.
+            for command_id in active.interrupts:
+                await self._writer.reject(command_id, RejectReason.TURN_ENDED)
 
     def _suspend(self, active: ActiveTurn) -> None:
         """The turn stopped after a committed step: it stays open, not running."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import assert_never
 
 from turnstream.content import Conversation, Usage
@@ -147,6 +147,10 @@ class ActiveTurn:
     suspending: bool = False
     suspended: bool = False
     leave_open: bool = False
+    # Interrupts that named this turn while it ran. One that met a task
+    # already done (its end still on its way through the mailbox) cancels
+    # nothing: the turn ends as it ended, and those are answered turn_ended.
+    interrupts: list[CommandId] = field(default_factory=list)
 
     @property
     def ended(self) -> EndedTurn:
