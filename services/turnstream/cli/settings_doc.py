@@ -45,12 +45,11 @@ class Deployable:
     settings: tuple[Setting, ...]
 
 
+KAFKA: Final = (BOOTSTRAP, TIMEOUT, TOPIC_PREFIX, TOPIC_SUFFIX, *SECURITY)
+"""The Kafka option group of every command that talks to Kafka."""
+
 SHARED: Final[tuple[Setting, ...]] = (
-    BOOTSTRAP,
-    TIMEOUT,
-    TOPIC_PREFIX,
-    TOPIC_SUFFIX,
-    *SECURITY,
+    *KAFKA,
     PARTITIONS,
     REPLICATION_FACTOR,
     SCHEMA_DIR,
@@ -58,9 +57,6 @@ SHARED: Final[tuple[Setting, ...]] = (
     LOG_LEVEL,
 )
 """Settings several commands take, listed once in their own table."""
-
-KAFKA: Final = (BOOTSTRAP, TIMEOUT, TOPIC_PREFIX, TOPIC_SUFFIX, *SECURITY)
-"""The Kafka option group of every command that talks to Kafka."""
 
 DEPLOYABLES: Final = (
     Deployable("The loop actor", ("actor", "run"), ACTOR_SETTINGS),

@@ -22,7 +22,7 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TypedDict, TypeGuard
 from uuid import UUID
 
 from turnstream.commands import AnyCommand, DeleteLoop, Interrupt, Shutdown, SubmitInput
@@ -83,7 +83,7 @@ def _traced(hooks: HookRunner | None, tracer: Tracer | None) -> HookRunner | Non
     return (hooks or HookRunner()).traced(tracer)
 
 
-def answers(command: AnyCommand) -> bool:
+def answers(command: AnyCommand) -> TypeGuard[Interrupt]:
     """Whether the command is answered even when its loop has no turn running.
 
     A named interrupt is: its sender waits for the turn it named to end

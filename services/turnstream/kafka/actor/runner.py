@@ -289,9 +289,7 @@ class PartitionRunner:
         or answered since) is skipped, however far back redelivery started.
         """
         if actor is None:
-            if isinstance(command, DeleteLoop) or (
-                isinstance(command, Interrupt) and answers(command)
-            ):
+            if isinstance(command, DeleteLoop) or answers(command):
                 # Noted before the answer is written, which must not stall
                 # the partition's next records.
                 self.writer.note_awaiting(offset, command.command_id)
