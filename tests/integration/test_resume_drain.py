@@ -42,7 +42,7 @@ from tests.support.resume_fleet import (
     turn_ended,
 )
 
-from turnstream.events import TurnDone, TurnInterrupted, TurnResumed
+from turnstream.events import EnduringEvent, TurnDone, TurnInterrupted, TurnResumed
 from turnstream.ids import LoopId
 from turnstream.runtime.tools import OUTCOME_UNKNOWN
 
@@ -66,6 +66,27 @@ async def _held_at_step_three(
     command = await topics.session.submit("go", loop_id=loop_id)
     await held_at_step(fleet, bootstrap, topics.names, loop_id, ledger, step=3)
     return owner, loop_id, command
+
+
+async def _past_the_drain_timeout(
+    bootstrap: str, ledger: Path, stem: str, agent: str
+) -> list[EnduringEvent]:
+    """SIGTERM the owner while step 3 holds, with a 2 s drain timeout; the loop's
+    events once its turn ended elsewhere (the journal checked whole).
+    """
+    env = {"RESUME_LEDGER_DIR": str(ledger), "RESUME_HOLD_AT": "3"}
+    async with (
+        resume_topics(bootstrap, stem) as topics,
+        resume_fleet(bootstrap, topics.prefix, "--drain-timeout", "2.0") as fleet,
+    ):
+        owner, loop_id, command = await _held_at_step_three(
+            fleet, bootstrap, topics, agent, env=env, ledger=ledger
+        )
+        assert await fleet.terminate(owner, timeout=90) == 0, fleet.tails(20)
+        events = await turn_ended(bootstrap, topics.names, loop_id, fleet)
+        await fleet.close()
+        check_journal(await read_all(bootstrap, topics.names, 1), [command])
+    return events
 
 
 async def test_drain_commits_the_current_step_and_leaves_the_turn_to_continue(
@@ -113,18 +134,9 @@ async def test_drain_timeout_hands_a_continuing_turn_over_open(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """A step running past the drain timeout is dropped; the turn is not ended."""
-    env = {"RESUME_LEDGER_DIR": str(tmp_path), "RESUME_HOLD_AT": "3"}
-    async with (
-        resume_topics(kafka_bootstrap, "resume-drain-late") as topics,
-        resume_fleet(kafka_bootstrap, topics.prefix, "--drain-timeout", "2.0") as fleet,
-    ):
-        owner, loop_id, command = await _held_at_step_three(
-            fleet, kafka_bootstrap, topics, "continuing", env=env, ledger=tmp_path
-        )
-        assert await fleet.terminate(owner, timeout=90) == 0, fleet.tails(20)
-        events = await turn_ended(kafka_bootstrap, topics.names, loop_id, fleet)
-        await fleet.close()
-        check_journal(await read_all(kafka_bootstrap, topics.names, 1), [command])
+    events = await _past_the_drain_timeout(
+        kafka_bootstrap, tmp_path, "resume-drain-late", "continuing"
+    )
     names = [e.type_name for e in events]
     assert "TurnInterrupted" not in names, names
     resumed = [e for e in events if isinstance(e, TurnResumed)]
@@ -144,18 +156,9 @@ async def test_drain_timeout_still_interrupts_the_default_agent(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """The default agent's turn ends ``TurnInterrupted`` at the handover, as before."""
-    env = {"RESUME_LEDGER_DIR": str(tmp_path), "RESUME_HOLD_AT": "3"}
-    async with (
-        resume_topics(kafka_bootstrap, "resume-drain-default") as topics,
-        resume_fleet(kafka_bootstrap, topics.prefix, "--drain-timeout", "2.0") as fleet,
-    ):
-        owner, loop_id, command = await _held_at_step_three(
-            fleet, kafka_bootstrap, topics, "interrupting", env=env, ledger=tmp_path
-        )
-        assert await fleet.terminate(owner, timeout=90) == 0, fleet.tails(20)
-        events = await turn_ended(kafka_bootstrap, topics.names, loop_id, fleet)
-        await fleet.close()
-        check_journal(await read_all(kafka_bootstrap, topics.names, 1), [command])
+    events = await _past_the_drain_timeout(
+        kafka_bootstrap, tmp_path, "resume-drain-default", "interrupting"
+    )
     names = [e.type_name for e in events]
     assert "TurnResumed" not in names
     assert names.count("StepDone") == 2
