@@ -66,8 +66,8 @@ logger = logging.getLogger(__name__)
 _STOP_TIMEOUT_S = 20.0
 # Seconds the stop after a crash (or a denial) may take.
 _CRASHED_STOP_S = 1.5
-# Seconds each exactly-once producer may take to close after a cut-short stop.
-_TXN_PRODUCER_STOP_S = 1.0
+# Seconds each Kafka client of the worker may take to close on the way out.
+_CLIENT_STOP_S = 1.0
 
 TABLE_NAME: Final = "loops"
 STATS_PATH: Final = "/turnstream/stats/"
@@ -420,25 +420,19 @@ class AnalyticsApp:
                 extra={"exc_type": type(exc).__name__},
             )
         finally:
-            await self._stop_transaction_producers()
+            await self._close_clients()
 
-    async def _stop_transaction_producers(self) -> None:
-        """Close the exactly-once producers a cut-short stop left open.
+    async def _close_clients(self) -> None:
+        """Close every Kafka client faust's producer made.
 
-        faust closes them only at the end of its own producer's stop, which a
-        stop given up on (after a denial) never reaches; left open, each is
-        reported as an unclosed client when the process exits.
+        faust closes its transactional clients only at the end of its own
+        producer's stop, which a stop given up on (after a denial) never
+        reaches, and never closes one whose start a stop cut short; left
+        open, each is reported as an unclosed client when the process exits.
         """
-        producers = getattr(self._app.producer, "_transaction_producers", None)
-        if not isinstance(producers, dict):
-            return
-        for producer in list(producers.values()):
-            try:
-                async with asyncio.timeout(_TXN_PRODUCER_STOP_S):
-                    await producer.stop()
-            except Exception:  # noqa: BLE001 - best effort while exiting
-                logger.info("an exactly-once producer did not close cleanly")
-        producers.clear()
+        close = getattr(self._app.producer, "close_clients", None)
+        if close is not None:
+            await close(_CLIENT_STOP_S)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set or the faust app stops by itself.

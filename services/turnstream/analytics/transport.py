@@ -44,6 +44,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Final
 
+from faust.exceptions import NotReady
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.transport.producer import ProducerBuffer
 from mode.threads import WorkerThread
@@ -300,6 +301,45 @@ class _FixedProducer(faust_aiokafka.Producer):
         self.buffer = buffer
         self.denied: BaseException | None = None
         self.denial = asyncio.Event()
+        # faust declares these on the class: every producer of the process
+        # would share (and stop) the others' transactional clients.
+        self._transaction_producers = {}
+        self._trn_locks = {}
+        # Every Kafka client made, registered with faust or not: a
+        # transactional client whose start a stop cut short is in no
+        # faust table, and was reported unclosed when the process exited.
+        self._clients: list[Any] = []
+        self._clients_closed = False
+
+    async def on_start(self) -> None:
+        self._clients_closed = False  # a restarted worker makes clients again
+        await super().on_start()
+
+    def _new_producer(self, transactional_id: str | None = None) -> Any:
+        if self._clients_closed:
+            raise NotReady("the worker is stopping: no new Kafka client")
+        self._clients = [
+            c for c in self._clients if getattr(c, "_closed", None) is not True
+        ]
+        client = super()._new_producer(transactional_id=transactional_id)
+        self._clients.append(client)
+        return client
+
+    async def close_clients(self, seconds_each: float) -> None:
+        """Close every Kafka client this producer made; none is made after.
+
+        Bounded per client: a client the broker no longer answers is given up
+        on after ``seconds_each``.
+        """
+        self._clients_closed = True
+        clients, self._clients = self._clients, []
+        self._transaction_producers.clear()
+        for client in clients:
+            try:
+                async with asyncio.timeout(seconds_each):
+                    await client.stop()
+            except Exception:  # noqa: BLE001 - best effort while exiting
+                logger.info("a Kafka client of the worker did not close cleanly")
 
     async def send(self, *args: Any, **kwargs: Any) -> Any:
         try:

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from faust.exceptions import NotReady
 from faust.serializers import codecs as faust_codecs
 from mode.utils.queues import FlowControlQueue
 
@@ -244,3 +245,50 @@ async def test_run_honours_stop_while_starting(tmp_path: Path) -> None:
     await asyncio.wait_for(running, timeout=5)
 
     assert app.stopped
+
+
+async def test_stop_closes_every_kafka_client_the_producer_made(
+    analytics_app: AnalyticsApp,
+) -> None:
+    """A transactional client faust made but never registered (its start was
+    cut short, or it failed) is closed by the worker's stop like the others:
+    none is left for the interpreter to report as unclosed."""
+    producer = analytics_app.faust_app.producer
+    registered = producer._new_producer(transactional_id="unit-registered")
+    producer._transaction_producers["unit-registered"] = registered
+    orphan = producer._new_producer(transactional_id="unit-orphan")
+
+    await analytics_app.stop(seconds=1.0)
+
+    assert (registered._closed, orphan._closed) == (True, True)
+
+
+async def test_a_client_asked_for_after_the_stop_is_refused(
+    analytics_app: AnalyticsApp,
+) -> None:
+    """A transaction faust begins while the worker stops gets no new client,
+    so none is made after the stop closed them all."""
+    producer = analytics_app.faust_app.producer
+    await analytics_app.stop(seconds=1.0)
+
+    with pytest.raises(NotReady):
+        producer._new_producer(transactional_id="unit-late")
+
+
+def test_transactional_clients_are_not_shared_between_producers(tmp_path: Path) -> None:
+    """faust keeps the transactional clients in a class-level dict: two workers
+    in one process would stop each other's clients."""
+    producers = [
+        AnalyticsApp(
+            AnalyticsSettings(
+                app_id=f"unit-{uuid.uuid4().hex[:8]}",
+                data_dir=tmp_path / str(n),
+                web_enabled=False,
+            )
+        ).faust_app.producer
+        for n in range(2)
+    ]
+
+    assert (
+        producers[0]._transaction_producers is not producers[1]._transaction_producers
+    )
