@@ -57,16 +57,16 @@ app = typer.Typer(
 )
 
 
-# Seconds the process may take to end after a denial stopped the worker.
+# Seconds the process may take to end after the worker stopped by itself.
 _TEARDOWN_S = 2.0
 
 
 def _exit_if_stuck(code: ExitCode, *, seconds: float) -> None:
     """End the process with ``code`` if it is still alive ``seconds`` from now.
 
-    The denial was already reported; what is left is faust's teardown, which
-    must not keep a failed worker running (a daemon timer: a process that
-    ends in time never sees it fire).
+    Why the worker stopped was already reported; what is left is faust's
+    teardown, which must not keep a failed worker running (a daemon timer: a
+    process that ends in time never sees it fire).
     """
 
     def end() -> None:
@@ -221,6 +221,7 @@ def run(*, target: KafkaTarget, flags: dict[str, object]) -> None:
             from turnstream.analytics import run as run_worker  # noqa: PLC0415
             from turnstream.analytics.errors import (  # noqa: PLC0415
                 WorkerDeniedError,
+                WorkerStoppedError,
             )
         except ImportError:
             raise fail(
@@ -248,17 +249,19 @@ def run(*, target: KafkaTarget, flags: dict[str, object]) -> None:
     async def worker() -> None:
         try:
             await run_worker(settings, preflight=preflight)
-        except WorkerDeniedError as exc:
-            denied = KafkaAuthorizationError(
-                principal=principal(target.security),
-                permission=exc.permission,
-                resource_type="Topic",
-                resource=exc.resource,
-                operation="run the analytics worker",
-            )
+        except WorkerStoppedError as exc:
+            stopped: Exception = exc
+            if isinstance(exc, WorkerDeniedError):
+                stopped = KafkaAuthorizationError(
+                    principal=principal(target.security),
+                    permission=exc.permission,
+                    resource_type="Topic",
+                    resource=exc.resource,
+                    operation="run the analytics worker",
+                )
             # Said now, once: faust may leave tasks that ignore their
             # cancellation, and asyncio.run's teardown then never returns.
-            message, code = explain(denied, settings.bootstrap)
+            message, code = explain(stopped, settings.bootstrap)
             _exit_if_stuck(code, seconds=_TEARDOWN_S)
             raise fail(message, code) from None
 
