@@ -118,6 +118,17 @@ def _image(media_type: str, url: str | None, data: bytes | None) -> Record:
     return {"media_type": media_type, "url": url, "data": data}
 
 
+def _thinking(thinking: content.ThinkingBlock | content.ThinkingChunk) -> Record:
+    # Both records carry these five fields; a chunk adds its index.
+    return {
+        "thinking": thinking.thinking,
+        "signature": thinking.signature,
+        "signature_format": thinking.signature_format,
+        "provider_state": thinking.provider_state,
+        "provider_state_format": thinking.provider_state_format,
+    }
+
+
 def block_branch(block: content.Block) -> Branch:
     """A content block as its union branch."""
     match block:
@@ -130,16 +141,7 @@ def block_branch(block: content.Block) -> Branch:
                 "ImageBlock", _image(block.media_type, block.url, block.data)
             )
         case content.ThinkingBlock():
-            return _branch(
-                "ThinkingBlock",
-                {
-                    "thinking": block.thinking,
-                    "signature": block.signature,
-                    "signature_format": block.signature_format,
-                    "provider_state": block.provider_state,
-                    "provider_state_format": block.provider_state_format,
-                },
-            )
+            return _branch("ThinkingBlock", _thinking(block))
         case content.ToolUseBlock():
             return _branch(
                 "ToolUseBlock",
@@ -212,17 +214,7 @@ def chunk_branch(chunk: content.Chunk) -> Branch:
         case content.RefusalChunk():
             return _branch("RefusalChunk", {"text": chunk.text})
         case content.ThinkingChunk():
-            return _branch(
-                "ThinkingChunk",
-                {
-                    "index": chunk.index,
-                    "thinking": chunk.thinking,
-                    "signature": chunk.signature,
-                    "signature_format": chunk.signature_format,
-                    "provider_state": chunk.provider_state,
-                    "provider_state_format": chunk.provider_state_format,
-                },
-            )
+            return _branch("ThinkingChunk", {"index": chunk.index, **_thinking(chunk)})
         case content.ToolUseChunk():
             return _branch(
                 "ToolUseChunk",
