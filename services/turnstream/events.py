@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, get_args
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -644,29 +644,8 @@ EnduringEvent = (
     | LoopDeleted
 )
 
-EVENT_TYPES: tuple[type[EventBase], ...] = (
-    LoopStarted,
-    LoopIdle,
-    InputQueued,
-    TurnRejected,
-    TurnStarted,
-    TurnFoldedInto,
-    InputCancelled,
-    TokenDelta,
-    StepDone,
-    TurnDone,
-    TurnFailed,
-    TurnInterrupted,
-    ToolCallStarted,
-    ToolCallCompleted,
-    PermissionDecided,
-    PermissionRequested,
-    GateOpened,
-    GateResolved,
-    LoopStopped,
-    TurnResumed,
-    LoopDeleted,
-)
+EVENT_TYPES: tuple[type[EventBase], ...] = get_args(AnyEvent)
+"""Every event class, in :data:`AnyEvent` order (its enduring ones: the journal's)."""
 EPHEMERAL_EVENT_TYPES = tuple(
     t for t in EVENT_TYPES if t.DELIVERY is Delivery.EPHEMERAL
 )

@@ -58,28 +58,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final, assert_never
 
+from turnstream import events as ev
 from turnstream.analytics.percentiles import LatencySketch, SketchParams
 from turnstream.content import MAX_TOKEN_COUNT, ToolResultMessage, Usage
-from turnstream.events import (
-    EnduringEvent,
-    GateOpened,
-    GateResolved,
-    InputCancelled,
-    LoopDeleted,
-    LoopIdle,
-    LoopStarted,
-    LoopStopped,
-    PermissionDecided,
-    PermissionRequested,
-    StepDone,
-    TurnDone,
-    TurnFailed,
-    TurnFoldedInto,
-    TurnInterrupted,
-    TurnRejected,
-    TurnResumed,
-    TurnStarted,
-)
 
 __all__ = [
     "STATE_VERSION",
@@ -519,7 +500,7 @@ class LoopStats:
 
 def fold(
     state: LoopStats,
-    event: EnduringEvent,
+    event: ev.EnduringEvent,
     config: FoldConfig,
     position: Position | None = None,
 ) -> Outcome:
@@ -562,7 +543,7 @@ def fold(
 
 
 def fold_journal(
-    events: Iterable[EnduringEvent], config: FoldConfig
+    events: Iterable[ev.EnduringEvent], config: FoldConfig
 ) -> dict[str, LoopStats]:
     """Fold a whole journal, in order, into fresh per-loop states.
 
@@ -597,42 +578,42 @@ def _remember(ring: dict[str, None], key: str, bound: int) -> None:
 
 
 def _apply(  # noqa: PLR0911 - one return per event type
-    state: LoopStats, event: EnduringEvent, micros: int | None, config: FoldConfig
+    state: LoopStats, event: ev.EnduringEvent, micros: int | None, config: FoldConfig
 ) -> bool:
     """Apply ``event``'s meaning; ``False`` if it repeats an already-counted turn."""
     match event:
-        case LoopStarted():
+        case ev.LoopStarted():
             state.model = event.model or UNKNOWN_MODEL
             return True
-        case TurnStarted():
+        case ev.TurnStarted():
             return _on_turn_started(state, _turn_key(event), micros, config)
-        case StepDone():
+        case ev.StepDone():
             return _on_step_done(state, event, config)
-        case TurnDone():
+        case ev.TurnDone():
             return _on_terminal(state, event, TerminalKind.DONE, micros, config)
-        case TurnFailed():
+        case ev.TurnFailed():
             return _on_terminal(state, event, TerminalKind.FAILED, micros, config)
-        case TurnInterrupted():
+        case ev.TurnInterrupted():
             return _on_terminal(state, event, TerminalKind.INTERRUPTED, micros, config)
         case (
-            LoopIdle()
-            | LoopStopped()
-            | LoopDeleted()
-            | TurnRejected()
-            | TurnFoldedInto()
-            | InputCancelled()
-            | PermissionDecided()
-            | PermissionRequested()
-            | GateOpened()
-            | GateResolved()
-            | TurnResumed()
+            ev.LoopIdle()
+            | ev.LoopStopped()
+            | ev.LoopDeleted()
+            | ev.TurnRejected()
+            | ev.TurnFoldedInto()
+            | ev.InputCancelled()
+            | ev.PermissionDecided()
+            | ev.PermissionRequested()
+            | ev.GateOpened()
+            | ev.GateResolved()
+            | ev.TurnResumed()
         ):
             return True
         case _:
             assert_never(event)
 
 
-def _turn_key(event: EnduringEvent) -> str | None:
+def _turn_key(event: ev.EnduringEvent) -> str | None:
     turn_id = event.header.turn_id
     return None if turn_id is None else turn_id.hex
 
@@ -650,7 +631,7 @@ def _on_turn_started(
     return True
 
 
-def _on_step_done(state: LoopStats, event: StepDone, config: FoldConfig) -> bool:
+def _on_step_done(state: LoopStats, event: ev.StepDone, config: FoldConfig) -> bool:
     turn = _turn_key(event)
     if turn is None:
         return True
@@ -669,7 +650,7 @@ def _on_step_done(state: LoopStats, event: StepDone, config: FoldConfig) -> bool
 
 def _on_terminal(
     state: LoopStats,
-    event: TurnDone | TurnFailed | TurnInterrupted,
+    event: ev.TurnDone | ev.TurnFailed | ev.TurnInterrupted,
     kind: TerminalKind,
     micros: int | None,
     config: FoldConfig,
@@ -684,8 +665,8 @@ def _on_terminal(
     latency_ms = None
     if open_turn.started_us is not None and micros is not None:
         latency_ms = (micros - open_turn.started_us) / _US_PER_MS
-    usage = event.usage if isinstance(event, TurnDone) else open_turn.usage
-    failure_kind = event.error.kind.value if isinstance(event, TurnFailed) else None
+    usage = event.usage if isinstance(event, ev.TurnDone) else open_turn.usage
+    failure_kind = event.error.kind.value if isinstance(event, ev.TurnFailed) else None
     for aggregates in _targets(state, micros, config):
         aggregates.record_terminal(
             kind,

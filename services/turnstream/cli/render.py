@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Final, assert_never
 from uuid import UUID
 
+from turnstream import events as ev
 from turnstream.content import (
     AIMessage,
     ImageChunk,
@@ -31,30 +32,6 @@ from turnstream.content import (
     ToolUseChunk,
     UserMessage,
     text_of,
-)
-from turnstream.events import (
-    AnyEvent,
-    GateOpened,
-    GateResolved,
-    InputCancelled,
-    InputQueued,
-    LoopDeleted,
-    LoopIdle,
-    LoopStarted,
-    LoopStopped,
-    PermissionDecided,
-    PermissionRequested,
-    StepDone,
-    TokenDelta,
-    ToolCallCompleted,
-    ToolCallStarted,
-    TurnDone,
-    TurnFailed,
-    TurnFoldedInto,
-    TurnInterrupted,
-    TurnRejected,
-    TurnResumed,
-    TurnStarted,
 )
 
 __all__ = [
@@ -95,20 +72,20 @@ def _ai_text(message: AIMessage) -> str:
 
 
 _STYLES: Final[dict[str, str]] = {
-    TurnDone.__name__: "bold green",
-    TurnFailed.__name__: "bold red",
-    TurnRejected.__name__: "bold red",
-    TurnInterrupted.__name__: "bold yellow",
-    InputCancelled.__name__: "bold yellow",
-    TurnStarted.__name__: "bold cyan",
-    TurnFoldedInto.__name__: "bold cyan",
-    ToolCallStarted.__name__: "magenta",
-    ToolCallCompleted.__name__: "magenta",
-    TokenDelta.__name__: "",
+    ev.TurnDone.__name__: "bold green",
+    ev.TurnFailed.__name__: "bold red",
+    ev.TurnRejected.__name__: "bold red",
+    ev.TurnInterrupted.__name__: "bold yellow",
+    ev.InputCancelled.__name__: "bold yellow",
+    ev.TurnStarted.__name__: "bold cyan",
+    ev.TurnFoldedInto.__name__: "bold cyan",
+    ev.ToolCallStarted.__name__: "magenta",
+    ev.ToolCallCompleted.__name__: "magenta",
+    ev.TokenDelta.__name__: "",
 }
 
 
-def style_of(event: AnyEvent) -> str:
+def style_of(event: ev.AnyEvent) -> str:
     """A rich style for ``event``'s line (terminals stand out, the rest is dim)."""
     return _STYLES.get(event.type_name, "dim")
 
@@ -142,10 +119,10 @@ class EventRenderer:
         """Whether a delta line is open (the next write continues it)."""
         return self._open_turn is not None
 
-    def feed(self, event: AnyEvent) -> str:
+    def feed(self, event: ev.AnyEvent) -> str:
         """The text to write for ``event`` (may continue an open delta line)."""
         self._remember(event)
-        if isinstance(event, TokenDelta):
+        if isinstance(event, ev.TokenDelta):
             return self._delta(event) if self._deltas else ""
         return self.close() + self.line(event) + "\n"
 
@@ -156,7 +133,7 @@ class EventRenderer:
         self._open_turn = None
         return "\n"
 
-    def line(self, event: AnyEvent) -> str:
+    def line(self, event: ev.AnyEvent) -> str:
         """``event`` as one line without a newline (deltas: their opening)."""
         self._remember(event)
         head = self._prefix(event)
@@ -165,7 +142,7 @@ class EventRenderer:
 
     # -- internals --------------------------------------------------------
 
-    def _remember(self, event: AnyEvent) -> None:
+    def _remember(self, event: ev.AnyEvent) -> None:
         turn_id = event.header.turn_id
         index = getattr(event, "turn_index", 0)
         if turn_id is not None and isinstance(index, int) and index > 0:
@@ -173,7 +150,7 @@ class EventRenderer:
             while len(self._indexes) > _MAX_TURNS_REMEMBERED:
                 del self._indexes[next(iter(self._indexes))]
 
-    def _prefix(self, event: AnyEvent) -> str:
+    def _prefix(self, event: ev.AnyEvent) -> str:
         header = event.header
         parts = [f"{event.type_name:<{TYPE_WIDTH}}", f"loop={short_id(header.loop_id)}"]
         if header.turn_id is not None:
@@ -183,7 +160,7 @@ class EventRenderer:
                 parts.append(f"#{index}")
         return " ".join(parts)
 
-    def _delta(self, event: TokenDelta) -> str:
+    def _delta(self, event: ev.TokenDelta) -> str:
         text = self._chunk_text(event).replace("\n", _NEWLINE)
         if self._open_turn == event.header.turn_id:
             return text
@@ -192,7 +169,7 @@ class EventRenderer:
         return opening + text
 
     @staticmethod
-    def _chunk_text(event: TokenDelta) -> str:
+    def _chunk_text(event: ev.TokenDelta) -> str:
         chunk = event.chunk
         match chunk:
             case TextChunk() | RefusalChunk():
@@ -207,36 +184,36 @@ class EventRenderer:
             case _:
                 assert_never(chunk)
 
-    def _body(self, event: AnyEvent) -> str:  # noqa: PLR0911, PLR0912 - one case per type
+    def _body(self, event: ev.AnyEvent) -> str:  # noqa: PLR0911, PLR0912 - one case per type
         quote = self._quote
         match event:
-            case LoopStarted():
+            case ev.LoopStarted():
                 name = event.header.agent_name
                 agent = f"agent={quote(name)} " if name else ""
                 return f"{agent}model={event.model or '-'}"
-            case LoopIdle() | LoopStopped():
+            case ev.LoopIdle() | ev.LoopStopped():
                 return ""
-            case LoopDeleted():
+            case ev.LoopDeleted():
                 return f"command={short_id(event.reply_to())}"
-            case InputQueued():
+            case ev.InputQueued():
                 return f"command={short_id(event.reply_to())}"
-            case TurnRejected():
+            case ev.TurnRejected():
                 detail = f" detail={quote(event.detail)}" if event.detail else ""
                 return f"reason={event.reason.value}{detail}"
-            case TurnStarted():
+            case ev.TurnStarted():
                 model = f" model={event.model}" if event.model else ""
                 return f"input={quote(_user_text(event.message))}{model}"
-            case TurnFoldedInto():
+            case ev.TurnFoldedInto():
                 return f"input={quote(_user_text(event.message))}"
-            case InputCancelled():
+            case ev.InputCancelled():
                 return (
                     f"reason={event.reason.value} command={short_id(event.reply_to())}"
                 )
-            case TokenDelta():
+            case ev.TokenDelta():
                 return _DELTA_BAR.rstrip()
-            case StepDone():
+            case ev.StepDone():
                 return self._step(event)
-            case TurnDone():
+            case ev.TurnDone():
                 usage = event.usage
                 text = _ai_text(event.message)
                 limit = len(text) if self._full_answers else self._preview
@@ -244,42 +221,42 @@ class EventRenderer:
                     f"answer={_quote(text, limit)} "
                     f"tokens={usage.context_tokens()}in/{usage.output_tokens}out"
                 )
-            case TurnFailed():
+            case ev.TurnFailed():
                 return (
                     f"kind={event.error.kind.value} error={quote(event.error.message)}"
                 )
-            case TurnInterrupted():
+            case ev.TurnInterrupted():
                 return ""
-            case TurnResumed():
+            case ev.TurnResumed():
                 return (
                     f"steps={event.steps} resumes={event.resumes} "
                     f"reason={quote(event.reason)}"
                 )
-            case ToolCallStarted():
+            case ev.ToolCallStarted():
                 shown = event.summary and event.summary != event.tool_name
                 summary = f" summary={quote(event.summary)}" if shown else ""
                 return f"tool={event.tool_name} id={event.tool_use_id}{summary}"
-            case ToolCallCompleted():
+            case ev.ToolCallCompleted():
                 status = "error" if event.is_error else "ok"
                 return (
                     f"id={event.tool_use_id} {status} "
                     f"result={quote(event.result_preview)}"
                 )
-            case PermissionDecided():
+            case ev.PermissionDecided():
                 return (
                     f"effect={event.effect} subject={quote(event.subject)} "
                     f"reason={quote(event.reason)}"
                 )
-            case PermissionRequested():
+            case ev.PermissionRequested():
                 # The full id: `turnstream respond GATE --loop LOOP` answers it.
                 return f"gate={event.gate_id} tool={event.tool_name}"
-            case GateOpened():
+            case ev.GateOpened():
                 actions = ",".join(event.actions) or "-"
                 return (
                     f"gate={short_id(event.gate_id)} kind={event.kind} "
                     f"actions={actions}"
                 )
-            case GateResolved():
+            case ev.GateResolved():
                 action = f" action={event.action}" if event.action else ""
                 return f"gate={short_id(event.gate_id)} {event.reason.value}{action}"
             case _:
@@ -288,7 +265,7 @@ class EventRenderer:
     def _quote(self, text: str) -> str:
         return _quote(text, self._preview)
 
-    def _step(self, event: StepDone) -> str:
+    def _step(self, event: ev.StepDone) -> str:
         ai = event.ai_message
         calls = ",".join(use.name for use in ai.tool_uses()) or "-"
         results = [m for m in event.messages if isinstance(m, ToolResultMessage)]

@@ -33,27 +33,8 @@ from datetime import datetime
 from typing import Literal, assert_never
 from uuid import UUID
 
+from turnstream import events as ev
 from turnstream.content import Conversation
-from turnstream.events import (
-    EnduringEvent,
-    GateOpened,
-    GateResolved,
-    InputCancelled,
-    LoopDeleted,
-    LoopIdle,
-    LoopStarted,
-    LoopStopped,
-    PermissionDecided,
-    PermissionRequested,
-    StepDone,
-    TurnDone,
-    TurnFailed,
-    TurnFoldedInto,
-    TurnInterrupted,
-    TurnRejected,
-    TurnResumed,
-    TurnStarted,
-)
 from turnstream.runtime.errors import RestoreError
 from turnstream.runtime.input_queue import SEEN_WINDOW
 from turnstream.state import CallDecision, LoopState, OpenGate, OpenTurn
@@ -62,7 +43,7 @@ __all__ = ["fold_loop"]
 
 
 def fold_loop(
-    events: Iterable[EnduringEvent], base: LoopState | None = None
+    events: Iterable[ev.EnduringEvent], base: LoopState | None = None
 ) -> LoopState:
     """Fold ``events`` (in commit order) onto ``base``.
 
@@ -120,17 +101,17 @@ class _Fold:
     stopped: bool
     deleted: bool
 
-    def apply(self, event: EnduringEvent) -> None:  # noqa: PLR0912 - one case per type
+    def apply(self, event: ev.EnduringEvent) -> None:  # noqa: PLR0912 - one case per type
         if event.header.created_at is not None:
             self.updated_at = event.header.created_at
         replied = event.reply_to()
         if replied is not None:
             self.recent.append(replied)
         match event:
-            case LoopStarted():
+            case ev.LoopStarted():
                 self.agent_name = event.header.agent_name
                 self.model = event.model
-            case TurnStarted():
+            case ev.TurnStarted():
                 self.stopped = False
                 self.turn_index += 1
                 if event.header.turn_id is not None:
@@ -142,26 +123,26 @@ class _Fold:
                         max_tokens=event.max_tokens,
                     )
                 self.messages.append(event.message)
-            case StepDone():
+            case ev.StepDone():
                 self.messages.extend(event.messages)
                 self._turn(event)
-            case TurnFoldedInto():
+            case ev.TurnFoldedInto():
                 self.messages.append(event.message)
-            case TurnDone() | TurnFailed() | TurnInterrupted():
+            case ev.TurnDone() | ev.TurnFailed() | ev.TurnInterrupted():
                 self.open_turn = None
             case (
-                PermissionDecided()
-                | TurnResumed()
-                | GateOpened()
-                | GateResolved()
-                | PermissionRequested()
+                ev.PermissionDecided()
+                | ev.TurnResumed()
+                | ev.GateOpened()
+                | ev.GateResolved()
+                | ev.PermissionRequested()
             ):
                 self._turn(event)
-            case LoopStopped():
+            case ev.LoopStopped():
                 self.stopped = True
-            case LoopDeleted():
+            case ev.LoopDeleted():
                 self._delete()
-            case LoopIdle() | TurnRejected() | InputCancelled():
+            case ev.LoopIdle() | ev.TurnRejected() | ev.InputCancelled():
                 pass
             case _:
                 assert_never(event)
@@ -174,12 +155,12 @@ class _Fold:
 
     def _turn(
         self,
-        event: StepDone
-        | PermissionDecided
-        | TurnResumed
-        | GateOpened
-        | GateResolved
-        | PermissionRequested,
+        event: ev.StepDone
+        | ev.PermissionDecided
+        | ev.TurnResumed
+        | ev.GateOpened
+        | ev.GateResolved
+        | ev.PermissionRequested,
     ) -> None:
         """What an event of the open turn changes of it (nothing of another turn)."""
         turn = self.open_turn
@@ -187,19 +168,19 @@ class _Fold:
             return
         update: dict[str, object]
         match event:
-            case StepDone():
+            case ev.StepDone():
                 update = {"steps": turn.steps + 1, "decisions": ()}
-            case PermissionDecided():
+            case ev.PermissionDecided():
                 decided = CallDecision(tool_name=event.subject, effect=event.effect)
                 update = {"decisions": (*turn.decisions, decided)}
-            case TurnResumed():
+            case ev.TurnResumed():
                 update = {"resumes": max(turn.resumes, event.resumes)}
-            case GateOpened():
+            case ev.GateOpened():
                 if not event.header.step_id:
                     return
                 gate = OpenGate(gate_id=event.gate_id, step_id=event.header.step_id)
                 update = {"gates": (*turn.gates, gate)}
-            case GateResolved():
+            case ev.GateResolved():
                 closed = [g for g in turn.gates if g.gate_id == event.gate_id]
                 update = {"gates": tuple(g for g in turn.gates if g not in closed)}
                 if event.action in ("approve", "deny"):
@@ -210,7 +191,7 @@ class _Fold:
                         CallDecision(tool_name=g.tool_name, effect=effect)
                         for g in closed
                     )
-            case PermissionRequested():
+            case ev.PermissionRequested():
                 named = {"tool_name": event.tool_name, "summary": event.summary}
                 update = {
                     "gates": tuple(

@@ -27,25 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
-from turnstream.events import (
-    CancelReason,
-    Cause,
-    EnduringEvent,
-    EphemeralEvent,
-    InputCancelled,
-    InputQueued,
-    LoopDeleted,
-    LoopIdle,
-    LoopStarted,
-    LoopStopped,
-    RejectReason,
-    StepDone,
-    TurnDone,
-    TurnFailed,
-    TurnInterrupted,
-    TurnRejected,
-    failure_from_error,
-)
+from turnstream import events as ev
 from turnstream.ids import CommandId, LoopId, TurnId
 from turnstream.runtime.config import LoopConfig
 from turnstream.runtime.effects import StagedRecord
@@ -101,7 +83,7 @@ class LoopWriter:
 
     async def commit(
         self,
-        events: Sequence[EnduringEvent],
+        events: Sequence[ev.EnduringEvent],
         *,
         apply: Callable[[], None] | None = None,
         within: float | None = None,
@@ -161,7 +143,7 @@ class LoopWriter:
             _log.warning("hub delivery failed", extra={"exc_type": type(exc).__name__})
         return True
 
-    async def publish(self, event: EphemeralEvent) -> None:
+    async def publish(self, event: ev.EphemeralEvent) -> None:
         """Send an ephemeral event live (dropped on failure)."""
         try:
             await self._hub.publish(event)
@@ -172,24 +154,24 @@ class LoopWriter:
 
     async def announce(self, config: LoopConfig) -> bool:
         """Commit ``LoopStarted`` (a new loop's first event)."""
-        started = LoopStarted(
+        started = ev.LoopStarted(
             header=self.factory.header(named=True),
             model=config.model,
             display_name=config.display_name,
         )
         return await self.commit([started])
 
-    def stopped_event(self) -> LoopStopped:
+    def stopped_event(self) -> ev.LoopStopped:
         """A ``LoopStopped`` for this loop (a client's shutdown)."""
-        return LoopStopped(header=self.factory.header())
+        return ev.LoopStopped(header=self.factory.header())
 
-    def deleted_event(self, cause: Cause) -> LoopDeleted:
+    def deleted_event(self, cause: ev.Cause) -> ev.LoopDeleted:
         """A ``LoopDeleted`` answering the ``DeleteLoop`` of ``cause``."""
-        return LoopDeleted(header=self.factory.header(cause=cause))
+        return ev.LoopDeleted(header=self.factory.header(cause=cause))
 
-    def idle_event(self) -> LoopIdle:
+    def idle_event(self) -> ev.LoopIdle:
         """A ``LoopIdle`` for this loop (unstamped)."""
-        return LoopIdle(header=self.factory.header(named=True))
+        return ev.LoopIdle(header=self.factory.header(named=True))
 
     async def park(self) -> None:
         """Commit ``LoopIdle``: the loop parked with nothing left to start."""
@@ -197,20 +179,22 @@ class LoopWriter:
 
     async def queued(self, command_id: CommandId) -> None:
         """Publish ``InputQueued`` for an input waiting behind a turn."""
-        cause = Cause(command_id=command_id)
-        await self.publish(InputQueued(header=self.factory.header(cause=cause)))
+        cause = ev.Cause(command_id=command_id)
+        await self.publish(ev.InputQueued(header=self.factory.header(cause=cause)))
 
     async def reject(
-        self, command_id: CommandId, reason: RejectReason, detail: str = ""
+        self, command_id: CommandId, reason: ev.RejectReason, detail: str = ""
     ) -> None:
         """Commit ``TurnRejected`` for an input that never became a turn."""
-        header = self.factory.header(cause=Cause(command_id=command_id))
-        await self.commit([TurnRejected(header=header, reason=reason, detail=detail)])
+        header = self.factory.header(cause=ev.Cause(command_id=command_id))
+        await self.commit(
+            [ev.TurnRejected(header=header, reason=reason, detail=detail)]
+        )
 
     async def cancel_inputs(
         self,
         entries: Sequence[QueuedInput],
-        reason: CancelReason,
+        reason: ev.CancelReason,
         ended: EndedTurn | None,
     ) -> None:
         """Commit one ``InputCancelled`` per entry, in order, as one commit."""
@@ -220,15 +204,15 @@ class LoopWriter:
     def cancelled_events(
         self,
         entries: Sequence[QueuedInput],
-        reason: CancelReason,
+        reason: ev.CancelReason,
         ended: EndedTurn | None,
-    ) -> list[InputCancelled]:
+    ) -> list[ev.InputCancelled]:
         """One ``InputCancelled`` per entry, in order (unstamped)."""
         return [
-            InputCancelled(
+            ev.InputCancelled(
                 header=self.factory.header(
                     turn_id=ended.turn_id if ended else None,
-                    cause=Cause(command_id=e.command_id, agency=e.agency),
+                    cause=ev.Cause(command_id=e.command_id, agency=e.agency),
                 ),
                 reason=reason,
                 message=e.message,
@@ -250,31 +234,31 @@ class LoopWriter:
             [self.step_event(ended, pending)], apply=apply, within=within
         )
 
-    def step_event(self, ended: EndedTurn, pending: PendingStep) -> StepDone:
+    def step_event(self, ended: EndedTurn, pending: PendingStep) -> ev.StepDone:
         """The ``StepDone`` of a step the actor commits itself (unstamped)."""
-        return StepDone(
+        return ev.StepDone(
             header=self.factory.header(turn_id=ended.turn_id, step_id=pending.step_id),
             messages=(pending.message,),
         )
 
-    def terminal(self, ended: EndedTurn, outcome: TurnOutcome) -> EnduringEvent:
+    def terminal(self, ended: EndedTurn, outcome: TurnOutcome) -> ev.EnduringEvent:
         """The terminal event for ``outcome`` (unstamped)."""
         header = self.factory.header(turn_id=ended.turn_id)
         match outcome:
             case Completed():
-                return TurnDone(
+                return ev.TurnDone(
                     header=header,
                     turn_index=ended.turn_index,
                     message=outcome.message,
                     usage=outcome.usage,
                 )
             case Failed():
-                return TurnFailed(
+                return ev.TurnFailed(
                     header=header,
                     turn_index=ended.turn_index,
-                    error=failure_from_error(outcome.error),
+                    error=ev.failure_from_error(outcome.error),
                 )
             case Interrupted():
-                return TurnInterrupted(header=header, turn_index=ended.turn_index)
+                return ev.TurnInterrupted(header=header, turn_index=ended.turn_index)
             case _:
                 assert_never(outcome)

@@ -11,36 +11,13 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import TypeVar, assert_never
 
+from turnstream import events as ev
 from turnstream.content import (
     AIMessage,
     Conversation,
     RefusalBlock,
     TextBlock,
     ToolUseBlock,
-)
-from turnstream.events import (
-    AnyEvent,
-    GateOpened,
-    GateResolved,
-    InputCancelled,
-    InputQueued,
-    LoopDeleted,
-    LoopIdle,
-    LoopStarted,
-    LoopStopped,
-    PermissionDecided,
-    PermissionRequested,
-    StepDone,
-    TokenDelta,
-    ToolCallCompleted,
-    ToolCallStarted,
-    TurnDone,
-    TurnFailed,
-    TurnFoldedInto,
-    TurnInterrupted,
-    TurnRejected,
-    TurnResumed,
-    TurnStarted,
 )
 from turnstream.runtime.subscription import Subscription
 
@@ -69,54 +46,54 @@ def describe_message(message: Conversation) -> str:
     return f"User:{body}"
 
 
-def describe(event: AnyEvent) -> Described:  # noqa: PLR0911, PLR0912 - one case per type
+def describe(event: ev.AnyEvent) -> Described:  # noqa: PLR0911, PLR0912 - one case per type
     """The event's type name and its key fields."""
     name = event.type_name
     match event:
-        case LoopStarted():
+        case ev.LoopStarted():
             return (name, event.model)
-        case LoopIdle() | LoopStopped():
+        case ev.LoopIdle() | ev.LoopStopped():
             return (name,)
-        case LoopDeleted():
+        case ev.LoopDeleted():
             return (name, event.reply_to())
-        case InputQueued():
+        case ev.InputQueued():
             return (name, event.reply_to())
-        case TurnRejected():
+        case ev.TurnRejected():
             return (name, event.reply_to(), event.reason)
-        case TurnStarted() | TurnFoldedInto():
+        case ev.TurnStarted() | ev.TurnFoldedInto():
             return (
                 name,
                 event.turn_index,
                 event.reply_to(),
                 describe_message(event.message),
             )
-        case InputCancelled():
+        case ev.InputCancelled():
             return (name, event.reply_to(), event.reason)
-        case TokenDelta():
+        case ev.TokenDelta():
             chunk = event.chunk
             text = getattr(chunk, "text", None)
             return (name, text if text is not None else chunk.type)
-        case StepDone():
+        case ev.StepDone():
             return (name, tuple(describe_message(m) for m in event.messages))
-        case TurnDone():
+        case ev.TurnDone():
             return (name, event.turn_index, describe_message(event.message))
-        case TurnFailed():
+        case ev.TurnFailed():
             return (name, event.turn_index, event.error.kind)
-        case TurnInterrupted():
+        case ev.TurnInterrupted():
             return (name, event.turn_index)
-        case TurnResumed():
+        case ev.TurnResumed():
             return (name, event.turn_index, event.steps, event.resumes)
-        case ToolCallStarted():
+        case ev.ToolCallStarted():
             return (name, event.tool_use_id)
-        case ToolCallCompleted():
+        case ev.ToolCallCompleted():
             return (name, event.tool_use_id, event.is_error)
-        case PermissionDecided():
+        case ev.PermissionDecided():
             return (name, event.subject, event.effect, event.reason)
-        case PermissionRequested():
+        case ev.PermissionRequested():
             return (name, event.tool_name)
-        case GateOpened():
+        case ev.GateOpened():
             return (name, event.kind)
-        case GateResolved():
+        case ev.GateResolved():
             return (name, event.reason, event.action)
         case _:
             assert_never(event)
@@ -127,18 +104,18 @@ class EventRecorder:
 
     def __init__(self, subscription: Subscription) -> None:
         self.subscription = subscription
-        self._events: list[AnyEvent] = []
+        self._events: list[ev.AnyEvent] = []
 
     def _pull(self) -> None:
         self._events.extend(self.subscription.poll())
 
     @property
-    def events(self) -> list[AnyEvent]:
+    def events(self) -> list[ev.AnyEvent]:
         """Every event delivered so far, in delivery order."""
         self._pull()
         return list(self._events)
 
-    def described(self, *, skip: Sequence[type] = (TokenDelta,)) -> list[Described]:
+    def described(self, *, skip: Sequence[type] = (ev.TokenDelta,)) -> list[Described]:
         """Every event so far as :func:`describe` tuples, minus ``skip`` types."""
         return [describe(e) for e in self.events if not isinstance(e, tuple(skip))]
 
@@ -148,10 +125,10 @@ class EventRecorder:
 
     async def wait_for(
         self,
-        predicate: Callable[[AnyEvent], bool],
+        predicate: Callable[[ev.AnyEvent], bool],
         *,
         within: float = 5.0,
-    ) -> AnyEvent:
+    ) -> ev.AnyEvent:
         """Return the first event (so far or later) that satisfies ``predicate``."""
         async with asyncio.timeout(within):
             while True:

@@ -36,13 +36,12 @@ from fastavro.schema import parse_schema
 from turnstream.errors import ConfigError
 from turnstream.wire.schemas import (
     CURRENT_VERSION,
-    HISTORY_DIR,
-    MANIFEST,
     Topic,
     TopicSchema,
     default_schema_dir,
     expand_named,
     fingerprint_of,
+    history_dirs,
     load_topic_schemas,
 )
 
@@ -85,11 +84,7 @@ def render(schema_dir: Path) -> dict[str, str]:
         ConfigError: a schema set does not load.
     """
     sets = [(CURRENT_VERSION, schema_dir)]
-    history = schema_dir / HISTORY_DIR
-    if history.is_dir():
-        sets += sorted(
-            (d.name, d) for d in history.iterdir() if (d / MANIFEST).is_file()
-        )
+    sets += [(d.name, d) for d in history_dirs(schema_dir)]
     files: dict[str, str] = {"README.md": _README}
     writers: dict[str, dict[str, str]] = {}
     table: dict[str, dict[str, str]] = {}

@@ -58,6 +58,7 @@ from turnstream.wire.schemas import (
     Topic,
     TopicSchema,
     default_schema_dir,
+    history_dirs,
     load_topic_schemas,
     named_types,
 )
@@ -599,9 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines: list[str] = []
     try:
         current = load_topic_schemas(schema_dir, CURRENT_VERSION)
-        olds: list[Path] = args.against or sorted(
-            d for d in (schema_dir / HISTORY_DIR).glob("*") if (d / MANIFEST).is_file()
-        )
+        olds: list[Path] = args.against or history_dirs(schema_dir)
         failed = False
         for old_dir in olds:
             report = check_sets(

@@ -24,70 +24,9 @@ from datetime import datetime
 from typing import Literal, TypeVar
 from uuid import UUID
 
-from turnstream.commands import (
-    AnyCommand,
-    DeleteLoop,
-    Interrupt,
-    RespondGate,
-    Retract,
-    Shutdown,
-    SubmitInput,
-)
-from turnstream.content import (
-    AIMessage,
-    Block,
-    Chunk,
-    ImageBlock,
-    ImageChunk,
-    Message,
-    RefusalBlock,
-    RefusalChunk,
-    TextBlock,
-    TextChunk,
-    ThinkingBlock,
-    ThinkingChunk,
-    ToolResultBlock,
-    ToolResultContent,
-    ToolResultMessage,
-    ToolUseBlock,
-    ToolUseChunk,
-    Usage,
-    UserMessage,
-)
+from turnstream import commands, content
+from turnstream import events as ev
 from turnstream.errors import DecodeError
-from turnstream.events import (
-    Agency,
-    AnyEvent,
-    CancelReason,
-    Cause,
-    FailureInfo,
-    FailureKind,
-    GateCloseReason,
-    GateOpened,
-    GateResolved,
-    Header,
-    InputCancelled,
-    InputQueued,
-    LoopDeleted,
-    LoopIdle,
-    LoopStarted,
-    LoopStopped,
-    PermissionDecided,
-    PermissionRequested,
-    RejectReason,
-    StepDone,
-    TokenDelta,
-    ToolCallCompleted,
-    ToolCallStarted,
-    ToolTiming,
-    TurnDone,
-    TurnFailed,
-    TurnFoldedInto,
-    TurnInterrupted,
-    TurnRejected,
-    TurnResumed,
-    TurnStarted,
-)
 from turnstream.state import CallDecision, LoopState, OpenGate, OpenTurn
 from turnstream.wire.errors import UnknownRecordTypeError
 
@@ -181,8 +120,8 @@ def _timestamp(rec: Record, key: str) -> datetime:
     return value
 
 
-def _tool_timing(rec: Record) -> ToolTiming:
-    return ToolTiming(
+def _tool_timing(rec: Record) -> ev.ToolTiming:
+    return ev.ToolTiming(
         tool_use_id=_str(rec, "tool_use_id"),
         tool_name=_str(rec, "tool_name"),
         started_at=_timestamp(rec, "started_at"),
@@ -227,20 +166,20 @@ def _enum(enum: Callable[[str], _E], rec: Record, key: str) -> _E:
 # --------------------------------------------------------------------------
 
 
-def _cause(rec: Record) -> Cause:
-    return Cause(
+def _cause(rec: Record) -> ev.Cause:
+    return ev.Cause(
         command_id=_opt_uuid(rec, "command_id"),
         event_id=_opt_uuid(rec, "event_id"),
         loop_id=_opt_uuid(rec, "loop_id"),
         tool_execution_id=_opt_uuid(rec, "tool_execution_id"),
-        agency=_enum(Agency, rec, "agency"),
+        agency=_enum(ev.Agency, rec, "agency"),
     )
 
 
-def header_from(rec: Record) -> Header:
+def header_from(rec: Record) -> ev.Header:
     """The :class:`Header` of a decoded envelope."""
     cause = _opt_record(rec, "cause")
-    return Header(
+    return ev.Header(
         event_id=_opt_uuid(rec, "event_id"),
         session_id=_opt_uuid(rec, "session_id"),
         loop_id=_opt_uuid(rec, "loop_id"),
@@ -257,9 +196,9 @@ def header_from(rec: Record) -> Header:
 # --------------------------------------------------------------------------
 
 
-def usage_from(rec: Record) -> Usage:
+def usage_from(rec: Record) -> content.Usage:
     """A :class:`Usage` (negative counts fail its validation)."""
-    return Usage(
+    return content.Usage(
         input_tokens=_int(rec, "input_tokens"),
         output_tokens=_int(rec, "output_tokens"),
         cache_read_tokens=_int(rec, "cache_read_tokens"),
@@ -268,19 +207,19 @@ def usage_from(rec: Record) -> Usage:
     )
 
 
-def _image_block(rec: Record) -> ImageBlock:
-    return ImageBlock(
+def _image_block(rec: Record) -> content.ImageBlock:
+    return content.ImageBlock(
         media_type=_str(rec, "media_type"),
         url=_opt_str(rec, "url"),
         data=_opt_bytes(rec, "data"),
     )
 
 
-def _text_block(rec: Record) -> TextBlock:
-    return TextBlock(text=_str(rec, "text"))
+def _text_block(rec: Record) -> content.TextBlock:
+    return content.TextBlock(text=_str(rec, "text"))
 
 
-def _result_content(value: object) -> ToolResultContent:
+def _result_content(value: object) -> content.ToolResultContent:
     name, rec = _branch(value, "content")
     if name == "TextBlock":
         return _text_block(rec)
@@ -289,8 +228,8 @@ def _result_content(value: object) -> ToolResultContent:
     raise UnknownRecordTypeError("tool result content", name)
 
 
-def _thinking_block(rec: Record) -> ThinkingBlock:
-    return ThinkingBlock(
+def _thinking_block(rec: Record) -> content.ThinkingBlock:
+    return content.ThinkingBlock(
         thinking=_str(rec, "thinking"),
         signature=_str(rec, "signature"),
         signature_format=_str(rec, "signature_format"),
@@ -299,8 +238,8 @@ def _thinking_block(rec: Record) -> ThinkingBlock:
     )
 
 
-def _tool_use_block(rec: Record) -> ToolUseBlock:
-    return ToolUseBlock(
+def _tool_use_block(rec: Record) -> content.ToolUseBlock:
+    return content.ToolUseBlock(
         id=_str(rec, "id"),
         name=_str(rec, "name"),
         input=_str(rec, "input"),
@@ -309,17 +248,17 @@ def _tool_use_block(rec: Record) -> ToolUseBlock:
     )
 
 
-def _tool_result_block(rec: Record) -> ToolResultBlock:
-    return ToolResultBlock(
+def _tool_result_block(rec: Record) -> content.ToolResultBlock:
+    return content.ToolResultBlock(
         tool_use_id=_str(rec, "tool_use_id"),
         content=tuple(_result_content(v) for v in _list(rec, "content")),
         is_error=_bool(rec, "is_error"),
     )
 
 
-_BLOCK_READERS: dict[str, Callable[[Record], Block]] = {
+_BLOCK_READERS: dict[str, Callable[[Record], content.Block]] = {
     "TextBlock": _text_block,
-    "RefusalBlock": lambda rec: RefusalBlock(text=_str(rec, "text")),
+    "RefusalBlock": lambda rec: content.RefusalBlock(text=_str(rec, "text")),
     "ImageBlock": _image_block,
     "ThinkingBlock": _thinking_block,
     "ToolUseBlock": _tool_use_block,
@@ -337,54 +276,54 @@ def _dispatch(
     return reader(rec)
 
 
-def _blocks(rec: Record) -> tuple[Block, ...]:
+def _blocks(rec: Record) -> tuple[content.Block, ...]:
     return tuple(_dispatch(_BLOCK_READERS, "block", v) for v in _list(rec, "blocks"))
 
 
-def user_message_from(rec: Record) -> UserMessage:
+def user_message_from(rec: Record) -> content.UserMessage:
     """A :class:`UserMessage`."""
-    return UserMessage(blocks=_blocks(rec))
+    return content.UserMessage(blocks=_blocks(rec))
 
 
-def ai_message_from(rec: Record) -> AIMessage:
+def ai_message_from(rec: Record) -> content.AIMessage:
     """An :class:`AIMessage`."""
     usage = _opt_record(rec, "usage")
-    return AIMessage(
+    return content.AIMessage(
         blocks=_blocks(rec), usage=None if usage is None else usage_from(usage)
     )
 
 
-def tool_result_message_from(rec: Record) -> ToolResultMessage:
+def tool_result_message_from(rec: Record) -> content.ToolResultMessage:
     """A :class:`ToolResultMessage`."""
-    return ToolResultMessage(
+    return content.ToolResultMessage(
         tool_use_id=_str(rec, "tool_use_id"),
         is_error=_bool(rec, "is_error"),
         blocks=_blocks(rec),
     )
 
 
-_MESSAGE_READERS: dict[str, Callable[[Record], Message]] = {
+_MESSAGE_READERS: dict[str, Callable[[Record], content.Message]] = {
     "UserMessage": user_message_from,
     "AIMessage": ai_message_from,
     "ToolResultMessage": tool_result_message_from,
 }
 
 
-def _message(value: object) -> Message:
+def _message(value: object) -> content.Message:
     return _dispatch(_MESSAGE_READERS, "message", value)
 
 
-def _step_message(value: object) -> AIMessage | ToolResultMessage:
+def _step_message(value: object) -> content.AIMessage | content.ToolResultMessage:
     message = _message(value)
-    if isinstance(message, UserMessage):
+    if isinstance(message, content.UserMessage):
         raise UnknownRecordTypeError("step message", "UserMessage")
     return message
 
 
-_CHUNK_READERS: dict[str, Callable[[Record], Chunk]] = {
-    "TextChunk": lambda rec: TextChunk(text=_str(rec, "text")),
-    "RefusalChunk": lambda rec: RefusalChunk(text=_str(rec, "text")),
-    "ThinkingChunk": lambda rec: ThinkingChunk(
+_CHUNK_READERS: dict[str, Callable[[Record], content.Chunk]] = {
+    "TextChunk": lambda rec: content.TextChunk(text=_str(rec, "text")),
+    "RefusalChunk": lambda rec: content.RefusalChunk(text=_str(rec, "text")),
+    "ThinkingChunk": lambda rec: content.ThinkingChunk(
         index=_int(rec, "index"),
         thinking=_str(rec, "thinking"),
         signature=_str(rec, "signature"),
@@ -392,13 +331,13 @@ _CHUNK_READERS: dict[str, Callable[[Record], Chunk]] = {
         provider_state=_str(rec, "provider_state"),
         provider_state_format=_str(rec, "provider_state_format"),
     ),
-    "ToolUseChunk": lambda rec: ToolUseChunk(
+    "ToolUseChunk": lambda rec: content.ToolUseChunk(
         index=_int(rec, "index"),
         id=_str(rec, "id"),
         name=_str(rec, "name"),
         input_json=_str(rec, "input_json"),
     ),
-    "ImageChunk": lambda rec: ImageChunk(
+    "ImageChunk": lambda rec: content.ImageChunk(
         index=_int(rec, "index"),
         media_type=_str(rec, "media_type"),
         url=_opt_str(rec, "url"),
@@ -407,9 +346,9 @@ _CHUNK_READERS: dict[str, Callable[[Record], Chunk]] = {
 }
 
 
-def _failure(rec: Record) -> FailureInfo:
-    return FailureInfo(
-        kind=_enum(FailureKind, rec, "kind"), message=_str(rec, "message")
+def _failure(rec: Record) -> ev.FailureInfo:
+    return ev.FailureInfo(
+        kind=_enum(ev.FailureKind, rec, "kind"), message=_str(rec, "message")
     )
 
 
@@ -426,43 +365,43 @@ def _effect(rec: Record) -> Literal["approve", "deny"]:
 # Events: one reader per payload record, given the decoded header
 # --------------------------------------------------------------------------
 
-EventReader = Callable[[Header, Record], AnyEvent]
+EventReader = Callable[[ev.Header, Record], ev.AnyEvent]
 
 EVENT_READERS: dict[str, EventReader] = {
-    "LoopStarted": lambda h, r: LoopStarted(
+    "LoopStarted": lambda h, r: ev.LoopStarted(
         header=h, model=_str(r, "model"), display_name=_str(r, "display_name")
     ),
-    "LoopIdle": lambda h, r: LoopIdle(header=h),
-    "LoopStopped": lambda h, r: LoopStopped(header=h),
-    "LoopDeleted": lambda h, r: LoopDeleted(header=h),
-    "InputQueued": lambda h, r: InputQueued(header=h),
-    "TurnRejected": lambda h, r: TurnRejected(
-        header=h, reason=_enum(RejectReason, r, "reason"), detail=_str(r, "detail")
+    "LoopIdle": lambda h, r: ev.LoopIdle(header=h),
+    "LoopStopped": lambda h, r: ev.LoopStopped(header=h),
+    "LoopDeleted": lambda h, r: ev.LoopDeleted(header=h),
+    "InputQueued": lambda h, r: ev.InputQueued(header=h),
+    "TurnRejected": lambda h, r: ev.TurnRejected(
+        header=h, reason=_enum(ev.RejectReason, r, "reason"), detail=_str(r, "detail")
     ),
-    "TurnStarted": lambda h, r: TurnStarted(
+    "TurnStarted": lambda h, r: ev.TurnStarted(
         header=h,
         turn_index=_int(r, "turn_index"),
         message=user_message_from(_record(_get(r, "message"), "message")),
         model=_str(r, "model"),
         max_tokens=_opt_int(r, "max_tokens"),
     ),
-    "TurnFoldedInto": lambda h, r: TurnFoldedInto(
+    "TurnFoldedInto": lambda h, r: ev.TurnFoldedInto(
         header=h,
         turn_index=_int(r, "turn_index"),
         message=user_message_from(_record(_get(r, "message"), "message")),
     ),
-    "InputCancelled": lambda h, r: InputCancelled(
+    "InputCancelled": lambda h, r: ev.InputCancelled(
         header=h,
-        reason=_enum(CancelReason, r, "reason"),
+        reason=_enum(ev.CancelReason, r, "reason"),
         message=user_message_from(_record(_get(r, "message"), "message")),
         turn_index=_int(r, "turn_index"),
     ),
-    "TokenDelta": lambda h, r: TokenDelta(
+    "TokenDelta": lambda h, r: ev.TokenDelta(
         header=h,
         turn_index=_int(r, "turn_index"),
         chunk=_dispatch(_CHUNK_READERS, "chunk", _get(r, "chunk")),
     ),
-    "StepDone": lambda h, r: StepDone(
+    "StepDone": lambda h, r: ev.StepDone(
         header=h,
         messages=tuple(_step_message(m) for m in _list(r, "messages")),
         tool_timings=tuple(
@@ -470,66 +409,66 @@ EVENT_READERS: dict[str, EventReader] = {
             for t in (_list(r, "tool_timings") if "tool_timings" in r else ())
         ),
     ),
-    "TurnDone": lambda h, r: TurnDone(
+    "TurnDone": lambda h, r: ev.TurnDone(
         header=h,
         turn_index=_int(r, "turn_index"),
         message=ai_message_from(_record(_get(r, "message"), "message")),
         usage=usage_from(_record(_get(r, "usage"), "usage")),
     ),
-    "TurnFailed": lambda h, r: TurnFailed(
+    "TurnFailed": lambda h, r: ev.TurnFailed(
         header=h,
         turn_index=_int(r, "turn_index"),
         error=_failure(_record(_get(r, "error"), "error")),
     ),
-    "TurnInterrupted": lambda h, r: TurnInterrupted(
+    "TurnInterrupted": lambda h, r: ev.TurnInterrupted(
         header=h, turn_index=_int(r, "turn_index")
     ),
-    "TurnResumed": lambda h, r: TurnResumed(
+    "TurnResumed": lambda h, r: ev.TurnResumed(
         header=h,
         turn_index=_int(r, "turn_index"),
         steps=_int(r, "steps"),
         resumes=_int(r, "resumes"),
         reason=_str(r, "reason"),
     ),
-    "ToolCallStarted": lambda h, r: ToolCallStarted(
+    "ToolCallStarted": lambda h, r: ev.ToolCallStarted(
         header=h,
         tool_execution_id=_uuid(r, "tool_execution_id"),
         tool_use_id=_str(r, "tool_use_id"),
         tool_name=_str(r, "tool_name"),
         summary=_str(r, "summary"),
     ),
-    "ToolCallCompleted": lambda h, r: ToolCallCompleted(
+    "ToolCallCompleted": lambda h, r: ev.ToolCallCompleted(
         header=h,
         tool_execution_id=_uuid(r, "tool_execution_id"),
         tool_use_id=_str(r, "tool_use_id"),
         is_error=_bool(r, "is_error"),
         result_preview=_str(r, "result_preview"),
     ),
-    "PermissionDecided": lambda h, r: PermissionDecided(
+    "PermissionDecided": lambda h, r: ev.PermissionDecided(
         header=h,
         tool_execution_id=_uuid(r, "tool_execution_id"),
         effect=_effect(r),
         reason=_str(r, "reason"),
         subject=_str(r, "subject"),
     ),
-    "PermissionRequested": lambda h, r: PermissionRequested(
+    "PermissionRequested": lambda h, r: ev.PermissionRequested(
         header=h,
         tool_execution_id=_uuid(r, "tool_execution_id"),
         gate_id=_uuid(r, "gate_id"),
         tool_name=_str(r, "tool_name"),
         summary=_str(r, "summary"),
     ),
-    "GateOpened": lambda h, r: GateOpened(
+    "GateOpened": lambda h, r: ev.GateOpened(
         header=h,
         gate_id=_uuid(r, "gate_id"),
         kind=_str(r, "kind"),
         tool_execution_id=_opt_uuid(r, "tool_execution_id"),
         actions=tuple(_strings(r, "actions")),
     ),
-    "GateResolved": lambda h, r: GateResolved(
+    "GateResolved": lambda h, r: ev.GateResolved(
         header=h,
         gate_id=_uuid(r, "gate_id"),
-        reason=_enum(GateCloseReason, r, "reason"),
+        reason=_enum(ev.GateCloseReason, r, "reason"),
         action=_str(r, "action"),
     ),
 }
@@ -544,7 +483,7 @@ def _strings(rec: Record, key: str) -> list[str]:
     return [str(v) for v in values]
 
 
-def event_from(rec: Record, allowed: frozenset[str]) -> AnyEvent:
+def event_from(rec: Record, allowed: frozenset[str]) -> ev.AnyEvent:
     """The event of a decoded envelope ``{header, payload}``.
 
     Args:
@@ -567,7 +506,7 @@ def event_from(rec: Record, allowed: frozenset[str]) -> AnyEvent:
 # Commands and loop state
 # --------------------------------------------------------------------------
 
-CommandReader = Callable[[Record, Record], AnyCommand]
+CommandReader = Callable[[Record, Record], commands.AnyCommand]
 
 
 def _base(env: Record) -> dict[str, object]:
@@ -576,12 +515,12 @@ def _base(env: Record) -> dict[str, object]:
         "session_id": _uuid(env, "session_id"),
         "loop_id": _uuid(env, "loop_id"),
         "created_at": _timestamp(env, "created_at"),
-        "agency": _enum(Agency, env, "agency"),
+        "agency": _enum(ev.Agency, env, "agency"),
     }
 
 
 COMMAND_READERS: dict[str, CommandReader] = {
-    "SubmitInput": lambda env, r: SubmitInput.model_validate(
+    "SubmitInput": lambda env, r: commands.SubmitInput.model_validate(
         {
             **_base(env),
             "message": user_message_from(_record(_get(r, "message"), "message")),
@@ -591,22 +530,22 @@ COMMAND_READERS: dict[str, CommandReader] = {
             "max_tokens": _opt_int(r, "max_tokens"),
         }
     ),
-    "Interrupt": lambda env, r: Interrupt.model_validate(
+    "Interrupt": lambda env, r: commands.Interrupt.model_validate(
         {**_base(env), "turn_id": _opt_uuid(r, "turn_id")}
     ),
-    "RespondGate": lambda env, r: RespondGate.model_validate(
+    "RespondGate": lambda env, r: commands.RespondGate.model_validate(
         {**_base(env), "gate_id": _uuid(r, "gate_id"), "action": _str(r, "action")}
     ),
-    "Retract": lambda env, r: Retract.model_validate(
+    "Retract": lambda env, r: commands.Retract.model_validate(
         {**_base(env), "target_command_id": _uuid(r, "target_command_id")}
     ),
-    "Shutdown": lambda env, r: Shutdown.model_validate(_base(env)),
-    "DeleteLoop": lambda env, r: DeleteLoop.model_validate(_base(env)),
+    "Shutdown": lambda env, r: commands.Shutdown.model_validate(_base(env)),
+    "DeleteLoop": lambda env, r: commands.DeleteLoop.model_validate(_base(env)),
 }
 """Command readers keyed by the payload record's short name."""
 
 
-def command_from(env: Record) -> AnyCommand:
+def command_from(env: Record) -> commands.AnyCommand:
     """The command of a decoded ``CommandEnvelope``."""
     name, payload = _branch(_get(env, "payload"), "payload")
     reader = COMMAND_READERS.get(name)

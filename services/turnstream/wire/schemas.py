@@ -46,6 +46,7 @@ __all__ = [
     "default_schema_dir",
     "expand_named",
     "fingerprint_of",
+    "history_dirs",
     "load_schema_file",
     "load_topic_schemas",
     "named_types",
@@ -237,7 +238,7 @@ class SchemaSet:
         owner: dict[bytes, Topic] = {}
         # Current first: on a fingerprint shared with a history set (same
         # canonical form, so the same binary encoding) the current one wins.
-        sets = [current, *(load_topic_schemas(d, d.name) for d in _history_dirs(root))]
+        sets = [current, *(load_topic_schemas(d, d.name) for d in history_dirs(root))]
         for schema_set in sets:
             for topic, schema in schema_set.items():
                 if owner.setdefault(schema.fingerprint, topic) is not topic:
@@ -374,7 +375,11 @@ def _read_manifest(directory: Path) -> dict[Topic, str]:
     return names
 
 
-def _history_dirs(root: Path) -> list[Path]:
+def history_dirs(root: Path) -> list[Path]:
+    """The earlier committed sets under ``root/history`` that have a manifest.
+
+    Sorted by version (directory name); empty when there is no history.
+    """
     history = root / HISTORY_DIR
     if not history.is_dir():
         return []

@@ -20,62 +20,8 @@ from datetime import datetime
 from typing import assert_never
 from uuid import UUID
 
-from turnstream.commands import (
-    AnyCommand,
-    DeleteLoop,
-    Interrupt,
-    RespondGate,
-    Retract,
-    Shutdown,
-    SubmitInput,
-)
-from turnstream.content import (
-    AIMessage,
-    Block,
-    Chunk,
-    ImageBlock,
-    ImageChunk,
-    Message,
-    RefusalBlock,
-    RefusalChunk,
-    TextBlock,
-    TextChunk,
-    ThinkingBlock,
-    ThinkingChunk,
-    ToolResultBlock,
-    ToolResultMessage,
-    ToolUseBlock,
-    ToolUseChunk,
-    Usage,
-    UserMessage,
-)
-from turnstream.events import (
-    AnyEvent,
-    Cause,
-    FailureInfo,
-    GateOpened,
-    GateResolved,
-    Header,
-    InputCancelled,
-    InputQueued,
-    LoopDeleted,
-    LoopIdle,
-    LoopStarted,
-    LoopStopped,
-    PermissionDecided,
-    PermissionRequested,
-    StepDone,
-    TokenDelta,
-    ToolCallCompleted,
-    ToolCallStarted,
-    TurnDone,
-    TurnFailed,
-    TurnFoldedInto,
-    TurnInterrupted,
-    TurnRejected,
-    TurnResumed,
-    TurnStarted,
-)
+from turnstream import commands, content
+from turnstream import events as ev
 from turnstream.state import LoopState, OpenTurn
 from turnstream.wire.errors import EncodeError
 from turnstream.wire.schemas import NAMESPACE
@@ -128,7 +74,7 @@ def _opt_timestamp(value: datetime | None, where: str) -> datetime | None:
 # --------------------------------------------------------------------------
 
 
-def _cause(cause: Cause) -> Record:
+def _cause(cause: ev.Cause) -> Record:
     return {
         "command_id": _opt_uuid(cause.command_id),
         "event_id": _opt_uuid(cause.event_id),
@@ -138,7 +84,7 @@ def _cause(cause: Cause) -> Record:
     }
 
 
-def header_record(header: Header) -> Record:
+def header_record(header: ev.Header) -> Record:
     """The ``Header`` record of an event."""
     return {
         "event_id": _opt_uuid(header.event_id),
@@ -157,7 +103,7 @@ def header_record(header: Header) -> Record:
 # --------------------------------------------------------------------------
 
 
-def usage_record(usage: Usage) -> Record:
+def usage_record(usage: content.Usage) -> Record:
     """The ``Usage`` record."""
     return {
         "input_tokens": usage.input_tokens,
@@ -172,29 +118,31 @@ def _image(media_type: str, url: str | None, data: bytes | None) -> Record:
     return {"media_type": media_type, "url": url, "data": data}
 
 
-def block_branch(block: Block) -> Branch:
+def _thinking(thinking: content.ThinkingBlock | content.ThinkingChunk) -> Record:
+    # Both records carry these five fields; a chunk adds its index.
+    return {
+        "thinking": thinking.thinking,
+        "signature": thinking.signature,
+        "signature_format": thinking.signature_format,
+        "provider_state": thinking.provider_state,
+        "provider_state_format": thinking.provider_state_format,
+    }
+
+
+def block_branch(block: content.Block) -> Branch:
     """A content block as its union branch."""
     match block:
-        case TextBlock():
+        case content.TextBlock():
             return _branch("TextBlock", {"text": block.text})
-        case RefusalBlock():
+        case content.RefusalBlock():
             return _branch("RefusalBlock", {"text": block.text})
-        case ImageBlock():
+        case content.ImageBlock():
             return _branch(
                 "ImageBlock", _image(block.media_type, block.url, block.data)
             )
-        case ThinkingBlock():
-            return _branch(
-                "ThinkingBlock",
-                {
-                    "thinking": block.thinking,
-                    "signature": block.signature,
-                    "signature_format": block.signature_format,
-                    "provider_state": block.provider_state,
-                    "provider_state_format": block.provider_state_format,
-                },
-            )
-        case ToolUseBlock():
+        case content.ThinkingBlock():
+            return _branch("ThinkingBlock", _thinking(block))
+        case content.ToolUseBlock():
             return _branch(
                 "ToolUseBlock",
                 {
@@ -205,7 +153,7 @@ def block_branch(block: Block) -> Branch:
                     "provider_state_format": block.provider_state_format,
                 },
             )
-        case ToolResultBlock():
+        case content.ToolResultBlock():
             return _branch(
                 "ToolResultBlock",
                 {
@@ -219,16 +167,16 @@ def block_branch(block: Block) -> Branch:
             assert_never(block)
 
 
-def _blocks(blocks: tuple[Block, ...]) -> list[Branch]:
+def _blocks(blocks: tuple[content.Block, ...]) -> list[Branch]:
     return [block_branch(b) for b in blocks]
 
 
-def user_message_record(message: UserMessage) -> Record:
+def user_message_record(message: content.UserMessage) -> Record:
     """The ``UserMessage`` record."""
     return {"blocks": _blocks(message.blocks)}
 
 
-def ai_message_record(message: AIMessage) -> Record:
+def ai_message_record(message: content.AIMessage) -> Record:
     """The ``AIMessage`` record."""
     return {
         "blocks": _blocks(message.blocks),
@@ -236,7 +184,7 @@ def ai_message_record(message: AIMessage) -> Record:
     }
 
 
-def tool_result_message_record(message: ToolResultMessage) -> Record:
+def tool_result_message_record(message: content.ToolResultMessage) -> Record:
     """The ``ToolResultMessage`` record."""
     return {
         "tool_use_id": message.tool_use_id,
@@ -245,39 +193,29 @@ def tool_result_message_record(message: ToolResultMessage) -> Record:
     }
 
 
-def message_branch(message: Message) -> Branch:
+def message_branch(message: content.Message) -> Branch:
     """A message as its union branch (history and step groups)."""
     match message:
-        case UserMessage():
+        case content.UserMessage():
             return _branch("UserMessage", user_message_record(message))
-        case AIMessage():
+        case content.AIMessage():
             return _branch("AIMessage", ai_message_record(message))
-        case ToolResultMessage():
+        case content.ToolResultMessage():
             return _branch("ToolResultMessage", tool_result_message_record(message))
         case _:
             assert_never(message)
 
 
-def chunk_branch(chunk: Chunk) -> Branch:
+def chunk_branch(chunk: content.Chunk) -> Branch:
     """A streamed chunk as its union branch."""
     match chunk:
-        case TextChunk():
+        case content.TextChunk():
             return _branch("TextChunk", {"text": chunk.text})
-        case RefusalChunk():
+        case content.RefusalChunk():
             return _branch("RefusalChunk", {"text": chunk.text})
-        case ThinkingChunk():
-            return _branch(
-                "ThinkingChunk",
-                {
-                    "index": chunk.index,
-                    "thinking": chunk.thinking,
-                    "signature": chunk.signature,
-                    "signature_format": chunk.signature_format,
-                    "provider_state": chunk.provider_state,
-                    "provider_state_format": chunk.provider_state_format,
-                },
-            )
-        case ToolUseChunk():
+        case content.ThinkingChunk():
+            return _branch("ThinkingChunk", {"index": chunk.index, **_thinking(chunk)})
+        case content.ToolUseChunk():
             return _branch(
                 "ToolUseChunk",
                 {
@@ -287,7 +225,7 @@ def chunk_branch(chunk: Chunk) -> Branch:
                     "input_json": chunk.input_json,
                 },
             )
-        case ImageChunk():
+        case content.ImageChunk():
             return _branch(
                 "ImageChunk",
                 {
@@ -299,7 +237,7 @@ def chunk_branch(chunk: Chunk) -> Branch:
             assert_never(chunk)
 
 
-def failure_record(info: FailureInfo) -> Record:
+def failure_record(info: ev.FailureInfo) -> Record:
     """The ``FailureInfo`` record: ``{kind, message}``."""
     return {"kind": info.kind.value, "message": info.message}
 
@@ -309,36 +247,36 @@ def failure_record(info: FailureInfo) -> Record:
 # --------------------------------------------------------------------------
 
 
-def payload_record(event: AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
+def payload_record(event: ev.AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
     """The body of ``event`` (its fields except ``header`` and ``type``)."""
     match event:
-        case LoopStarted():
+        case ev.LoopStarted():
             return {"model": event.model, "display_name": event.display_name}
-        case LoopIdle() | InputQueued() | LoopStopped() | LoopDeleted():
+        case ev.LoopIdle() | ev.InputQueued() | ev.LoopStopped() | ev.LoopDeleted():
             return {}
-        case TurnRejected():
+        case ev.TurnRejected():
             return {"reason": event.reason.value, "detail": event.detail}
-        case TurnStarted():
+        case ev.TurnStarted():
             return {
                 "turn_index": event.turn_index,
                 "message": user_message_record(event.message),
                 "model": event.model,
                 "max_tokens": event.max_tokens,
             }
-        case TurnFoldedInto():
+        case ev.TurnFoldedInto():
             return {
                 "turn_index": event.turn_index,
                 "message": user_message_record(event.message),
             }
-        case InputCancelled():
+        case ev.InputCancelled():
             return {
                 "reason": event.reason.value,
                 "message": user_message_record(event.message),
                 "turn_index": event.turn_index,
             }
-        case TokenDelta():
+        case ev.TokenDelta():
             return {"turn_index": event.turn_index, "chunk": chunk_branch(event.chunk)}
-        case StepDone():
+        case ev.StepDone():
             return {
                 "messages": [message_branch(m) for m in event.messages],
                 "tool_timings": [
@@ -354,62 +292,62 @@ def payload_record(event: AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
                     for t in event.tool_timings
                 ],
             }
-        case TurnDone():
+        case ev.TurnDone():
             return {
                 "turn_index": event.turn_index,
                 "message": ai_message_record(event.message),
                 "usage": usage_record(event.usage),
             }
-        case TurnFailed():
+        case ev.TurnFailed():
             return {
                 "turn_index": event.turn_index,
                 "error": failure_record(event.error),
             }
-        case TurnInterrupted():
+        case ev.TurnInterrupted():
             return {"turn_index": event.turn_index}
-        case TurnResumed():
+        case ev.TurnResumed():
             return {
                 "turn_index": event.turn_index,
                 "steps": event.steps,
                 "resumes": event.resumes,
                 "reason": event.reason,
             }
-        case ToolCallStarted():
+        case ev.ToolCallStarted():
             return {
                 "tool_execution_id": _uuid(event.tool_execution_id),
                 "tool_use_id": event.tool_use_id,
                 "tool_name": event.tool_name,
                 "summary": event.summary,
             }
-        case ToolCallCompleted():
+        case ev.ToolCallCompleted():
             return {
                 "tool_execution_id": _uuid(event.tool_execution_id),
                 "tool_use_id": event.tool_use_id,
                 "is_error": event.is_error,
                 "result_preview": event.result_preview,
             }
-        case PermissionDecided():
+        case ev.PermissionDecided():
             return {
                 "tool_execution_id": _uuid(event.tool_execution_id),
                 "effect": event.effect,
                 "reason": event.reason,
                 "subject": event.subject,
             }
-        case PermissionRequested():
+        case ev.PermissionRequested():
             return {
                 "tool_execution_id": _uuid(event.tool_execution_id),
                 "gate_id": _uuid(event.gate_id),
                 "tool_name": event.tool_name,
                 "summary": event.summary,
             }
-        case GateOpened():
+        case ev.GateOpened():
             return {
                 "gate_id": _uuid(event.gate_id),
                 "kind": event.kind,
                 "tool_execution_id": _opt_uuid(event.tool_execution_id),
                 "actions": list(event.actions),
             }
-        case GateResolved():
+        case ev.GateResolved():
             return {
                 "gate_id": _uuid(event.gate_id),
                 "reason": event.reason.value,
@@ -419,7 +357,7 @@ def payload_record(event: AnyEvent) -> Record:  # noqa: PLR0911, PLR0912
             assert_never(event)
 
 
-def event_record(event: AnyEvent) -> Record:
+def event_record(event: ev.AnyEvent) -> Record:
     """The envelope record ``{header, payload}`` of any event.
 
     The caller picks the envelope (journal or deltas) by delivery class; the
@@ -436,9 +374,9 @@ def event_record(event: AnyEvent) -> Record:
 # --------------------------------------------------------------------------
 
 
-def _command_payload(command: AnyCommand) -> Record:
+def _command_payload(command: commands.AnyCommand) -> Record:
     match command:
-        case SubmitInput():
+        case commands.SubmitInput():
             return {
                 "message": user_message_record(command.message),
                 "no_fold": command.no_fold,
@@ -446,19 +384,19 @@ def _command_payload(command: AnyCommand) -> Record:
                 "model": command.model,
                 "max_tokens": command.max_tokens,
             }
-        case Interrupt():
+        case commands.Interrupt():
             return {"turn_id": _opt_uuid(command.turn_id)}
-        case Shutdown() | DeleteLoop():
+        case commands.Shutdown() | commands.DeleteLoop():
             return {}
-        case RespondGate():
+        case commands.RespondGate():
             return {"gate_id": _uuid(command.gate_id), "action": command.action}
-        case Retract():
+        case commands.Retract():
             return {"target_command_id": _uuid(command.target_command_id)}
         case _:
             assert_never(command)
 
 
-def command_record(command: AnyCommand) -> Record:
+def command_record(command: commands.AnyCommand) -> Record:
     """The ``CommandEnvelope`` record of a command."""
     return {
         "command_id": _uuid(command.command_id),
