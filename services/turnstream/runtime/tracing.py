@@ -167,7 +167,9 @@ class TraceContexts:
     """The carried context of submitted commands and the trace of open turns.
 
     Bounded, oldest first out: a command whose turn never starts (rejected,
-    dead-lettered) or a turn whose end was missed cannot grow it. One instance
+    dead-lettered) cannot grow it, and a turn is kept past its end (a
+    terminal committed again after a failed joint commit must carry the same
+    trace) until ``capacity`` newer turns push it out. One instance
     serves a service's partitions; every method runs on its event loop.
 
     Args:
@@ -219,14 +221,6 @@ class TraceContexts:
         if trace is not None or self.sampler is None:
             return trace
         return self.open_turn(turn_id, None)
-
-    def adopt(self, turn_id: UUID, trace: TurnTrace) -> None:
-        """Take over the trace a previous owner recorded for an open turn."""
-        self._turns[turn_id] = trace
-
-    def close_turn(self, turn_id: UUID) -> None:
-        """Forget a turn that ended."""
-        self._turns.pop(turn_id, None)
 
 
 def event_trace_headers(
