@@ -5,8 +5,9 @@ declared setting: name, flags, variable, default, help), the names of the
 variables several commands read (the Kafka connection and security ones) and
 :func:`bootstrap_source`, the one lookup of the bootstrap servers. Each
 deployable declares its settings once with :class:`Setting` (in its own
-``settings`` module); the CLI generates its options and ``docs/settings.md``
-its tables from those declarations.
+``settings`` module) and reads them with :class:`SettingsReader`; the CLI
+generates its options and ``docs/settings.md`` its tables from those
+declarations.
 
 A leaf: imports only the standard library, :mod:`turnstream.errors` and
 :mod:`turnstream.resources` (the schema directory's variable); reads
@@ -44,6 +45,7 @@ __all__ = [
     "TOPIC_SUFFIX_ENV",
     "Secret",
     "Setting",
+    "SettingsReader",
     "bootstrap_source",
     "lookup",
     "parse_bootstrap",
@@ -70,6 +72,14 @@ SASL_PASSWORD_ENV: Final = "TURNSTREAM_KAFKA_SASL_PASSWORD"  # noqa: S105 - a na
 SSL_KEY_PASSWORD_ENV: Final = "TURNSTREAM_KAFKA_SSL_KEY_PASSWORD"  # noqa: S105
 
 _MASK: Final = "********"
+_BOOLEANS: Final = {
+    "true": True,
+    "1": True,
+    "yes": True,
+    "false": False,
+    "0": False,
+    "no": False,
+}
 # host:port, where host is a name, an IPv4 address or a bracketed IPv6 address.
 _SERVER = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
@@ -364,3 +374,69 @@ def lookup(
         return None
     raw = env.get(setting.env, "").strip() if setting.env else ""
     return raw or None
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsReader:
+    """Reads a deployable's settings: each flag, else its variable (see :func:`lookup`).
+
+    Attributes:
+        settings: the deployable's declared settings, by name.
+        flags: the flags given, by setting name.
+        env: the environment.
+    """
+
+    settings: Mapping[str, Setting]
+    flags: Mapping[str, object]
+    env: Mapping[str, str]
+
+    def raw(self, name: str) -> object | None:
+        """The setting's value as given (``None``: unset)."""
+        return lookup(self.settings[name], self.flags, self.env)
+
+    def text(self, name: str) -> str | None:
+        """The setting as a string (``None``: unset)."""
+        raw = self.raw(name)
+        return None if raw is None else str(raw)
+
+    def number(self, name: str, kind: type[int] | type[float]) -> int | float | None:
+        """The setting as a ``kind`` (``None``: unset).
+
+        Raises:
+            ConfigError: the value is not a number.
+        """
+        raw = self.raw(name)
+        if raw is None:
+            return None
+        value = raw if isinstance(raw, (int, float)) else str(raw)
+        try:
+            return kind(value)
+        except ValueError:
+            raise ConfigError(name, f"{raw!r} is not a number") from None
+
+    def switch(self, name: str) -> bool | None:
+        """The setting as on/off (``None``: unset).
+
+        Raises:
+            ConfigError: the value is not true or false (1/0, yes/no).
+        """
+        raw = self.raw(name)
+        if raw is None or isinstance(raw, bool):
+            return raw
+        text = str(raw).lower()
+        if text not in _BOOLEANS:
+            raise ConfigError(name, f"{raw!r} is not true or false")
+        return _BOOLEANS[text]
+
+    def names(self, name: str) -> tuple[str, ...] | None:
+        """A repeatable setting's items (``None``: unset or all blank).
+
+        The variable is a comma-separated list; the flag, one item a use.
+        """
+        raw = self.raw(name)
+        if isinstance(raw, str):
+            items: list[str] = raw.split(",")  # the variable: comma-separated
+        else:
+            items = [str(a) for a in raw] if isinstance(raw, (list, tuple)) else []
+        kept = tuple(a.strip() for a in items if a.strip())
+        return kept or None
