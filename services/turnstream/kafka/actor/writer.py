@@ -73,7 +73,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from uuid import UUID
 
 from aiokafka.errors import TransactionalIdAuthorizationFailed
@@ -149,13 +149,14 @@ class PartitionWriter:
     clients: KafkaClients
     topics: TopicNames
     group_id: str
-    txn_id: str
+    txn_id: InitVar[str]
     codec: Codec
     metrics: ServiceMetrics
     settings: WriterSettings
     still_owner: Callable[[], bool]
     on_broken: Callable[[PartitionWriter], None]
     traces: TraceContexts | None = None
+    transactional_id: str = field(init=False)
     _ledger: CommandOffsets = field(init=False, default_factory=CommandOffsets)
     _queue: deque[Request] = field(init=False, default_factory=deque)
     _wake: asyncio.Event = field(init=False, default_factory=asyncio.Event)
@@ -166,7 +167,8 @@ class PartitionWriter:
     _txn: TransactionBuilder = field(init=False)
     _recovery: ProducerRecovery = field(init=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, txn_id: str) -> None:
+        self.transactional_id = txn_id
         self._txn = TransactionBuilder(
             partition=self.partition,
             topics=self.topics,
@@ -180,7 +182,7 @@ class PartitionWriter:
             txn=self._txn,
             clients=self.clients,
             settings=self.settings,
-            transactional_id=self.txn_id,
+            transactional_id=txn_id,
             still_owner=self.still_owner,
             is_open=lambda: self._state is WriterState.OPEN,
             broke=self._break,
@@ -188,11 +190,6 @@ class PartitionWriter:
         )
 
     # ------------------------------------------------------------------ state
-
-    @property
-    def transactional_id(self) -> str:
-        """The stable transactional id."""
-        return self.txn_id
 
     @property
     def state(self) -> WriterState:
