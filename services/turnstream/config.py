@@ -399,6 +399,12 @@ class SettingsReader:
         raw = self.raw(name)
         return None if raw is None else str(raw)
 
+    def secret(self, name: str) -> Secret | None:
+        """A secret setting, read from its variable only (``None``: unset)."""
+        setting = self.settings[name]
+        value = (self.env.get(setting.env, "") if setting.env else "").strip()
+        return Secret(value) if value else None
+
     def number(self, name: str, kind: type[int] | type[float]) -> int | float | None:
         """The setting as a ``kind`` (``None``: unset).
 

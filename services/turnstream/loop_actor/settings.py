@@ -425,11 +425,6 @@ class ActorSettings:
             raise ConfigError("instance_id", "must not be blank (auto, none or an id)")
 
 
-def _secret(setting: Setting, env: Mapping[str, str]) -> Secret | None:
-    value = (env.get(setting.env, "") if setting.env else "").strip()
-    return Secret(value) if value else None
-
-
 def parse_settings(
     env: Mapping[str, str],
     flags: Mapping[str, object] | None = None,
@@ -509,13 +504,13 @@ def parse_settings(
     keys = {
         provider: secret
         for provider in PROVIDER_KEY_ENV
-        if (secret := _secret(_BY_NAME[f"{provider}_api_key"], env)) is not None
+        if (secret := read.secret(f"{provider}_api_key")) is not None
     }
     return ActorSettings(
         bootstrap=bootstrap,
         model_api_key=Secret(choice.api_key)
         if choice.api_key
-        else _secret(_BY_NAME["model_api_key"], env),
+        else read.secret("model_api_key"),
         provider_keys=keys,
         security=security,
         tracing=TracingSettings.from_env(env),
