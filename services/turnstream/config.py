@@ -249,64 +249,55 @@ TOPIC_SUFFIX = Setting(
     help="Appended to every topic name (an isolated topic set).",
     panel=KAFKA_PANEL,
 )
+
+
+def _security(name: str, text: str, *, default: str | None = None) -> Setting:
+    # A flag named like the setting, its variable from SECURITY_ENV.
+    return Setting(
+        name=name,
+        env=SECURITY_ENV[name],
+        flags=(f"--{name.replace('_', '-')}",),
+        default=default,
+        help=text,
+        panel=SECURITY_PANEL,
+    )
+
+
+def _password(name: str, env: str, text: str) -> Setting:
+    return Setting(name=name, env=env, help=text, panel=SECURITY_PANEL, secret=True)
+
+
 SECURITY: Final = (
-    Setting(
-        name="security_protocol",
-        env=SECURITY_ENV["security_protocol"],
-        flags=("--security-protocol",),
+    _security(
+        "security_protocol",
+        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
         default="PLAINTEXT",
-        help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
-        panel=SECURITY_PANEL,
     ),
-    Setting(
-        name="sasl_mechanism",
-        env=SECURITY_ENV["sasl_mechanism"],
-        flags=("--sasl-mechanism",),
-        help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; needs a SASL_* protocol.",
-        panel=SECURITY_PANEL,
+    _security(
+        "sasl_mechanism",
+        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; needs a SASL_* protocol.",
     ),
-    Setting(
-        name="sasl_username",
-        env=SECURITY_ENV["sasl_username"],
-        flags=("--sasl-username",),
-        help=f"SASL user; the password is read from {SASL_PASSWORD_ENV} only.",
-        panel=SECURITY_PANEL,
+    _security(
+        "sasl_username",
+        f"SASL user; the password is read from {SASL_PASSWORD_ENV} only.",
     ),
-    Setting(
-        name="sasl_password",
-        env=SASL_PASSWORD_ENV,
-        help="The SASL password (environment only).",
-        panel=SECURITY_PANEL,
-        secret=True,
+    _password(
+        "sasl_password", SASL_PASSWORD_ENV, "The SASL password (environment only)."
     ),
-    Setting(
-        name="ssl_cafile",
-        env=SECURITY_ENV["ssl_cafile"],
-        flags=("--ssl-cafile",),
-        help="CA bundle (PEM) to verify the brokers with; system CAs if unset.",
-        panel=SECURITY_PANEL,
+    _security(
+        "ssl_cafile",
+        "CA bundle (PEM) to verify the brokers with; system CAs if unset.",
     ),
-    Setting(
-        name="ssl_certfile",
-        env=SECURITY_ENV["ssl_certfile"],
-        flags=("--ssl-certfile",),
-        help="Client certificate (PEM), mutual TLS.",
-        panel=SECURITY_PANEL,
-    ),
-    Setting(
-        name="ssl_keyfile",
-        env=SECURITY_ENV["ssl_keyfile"],
-        flags=("--ssl-keyfile",),
-        help="The client certificate's key (PEM); its password is read from "
+    _security("ssl_certfile", "Client certificate (PEM), mutual TLS."),
+    _security(
+        "ssl_keyfile",
+        "The client certificate's key (PEM); its password is read from "
         f"{SSL_KEY_PASSWORD_ENV} only.",
-        panel=SECURITY_PANEL,
     ),
-    Setting(
-        name="ssl_key_password",
-        env=SSL_KEY_PASSWORD_ENV,
-        help="The client key's password (environment only).",
-        panel=SECURITY_PANEL,
-        secret=True,
+    _password(
+        "ssl_key_password",
+        SSL_KEY_PASSWORD_ENV,
+        "The client key's password (environment only).",
     ),
 )
 """The Kafka security settings every command that talks to Kafka reads."""
