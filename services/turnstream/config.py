@@ -5,8 +5,9 @@ declared setting: name, flags, variable, default, help), the names of the
 variables several commands read (the Kafka connection and security ones) and
 :func:`bootstrap_source`, the one lookup of the bootstrap servers. Each
 deployable declares its settings once with :class:`Setting` (in its own
-``settings`` module); the CLI generates its options and ``docs/settings.md``
-its tables from those declarations.
+``settings`` module) and reads them with :class:`SettingsReader`; the CLI
+generates its options and ``docs/settings.md`` its tables from those
+declarations.
 
 A leaf: imports only the standard library, :mod:`turnstream.errors` and
 :mod:`turnstream.resources` (the schema directory's variable); reads
@@ -44,6 +45,7 @@ __all__ = [
     "TOPIC_SUFFIX_ENV",
     "Secret",
     "Setting",
+    "SettingsReader",
     "bootstrap_source",
     "lookup",
     "parse_bootstrap",
@@ -70,6 +72,14 @@ SASL_PASSWORD_ENV: Final = "TURNSTREAM_KAFKA_SASL_PASSWORD"  # noqa: S105 - a na
 SSL_KEY_PASSWORD_ENV: Final = "TURNSTREAM_KAFKA_SSL_KEY_PASSWORD"  # noqa: S105
 
 _MASK: Final = "********"
+_BOOLEANS: Final = {
+    "true": True,
+    "1": True,
+    "yes": True,
+    "false": False,
+    "0": False,
+    "no": False,
+}
 # host:port, where host is a name, an IPv4 address or a bracketed IPv6 address.
 _SERVER = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
@@ -239,64 +249,55 @@ TOPIC_SUFFIX = Setting(
     help="Appended to every topic name (an isolated topic set).",
     panel=KAFKA_PANEL,
 )
+
+
+def _security(name: str, text: str, *, default: str | None = None) -> Setting:
+    # A flag named like the setting, its variable from SECURITY_ENV.
+    return Setting(
+        name=name,
+        env=SECURITY_ENV[name],
+        flags=(f"--{name.replace('_', '-')}",),
+        default=default,
+        help=text,
+        panel=SECURITY_PANEL,
+    )
+
+
+def _password(name: str, env: str, text: str) -> Setting:
+    return Setting(name=name, env=env, help=text, panel=SECURITY_PANEL, secret=True)
+
+
 SECURITY: Final = (
-    Setting(
-        name="security_protocol",
-        env=SECURITY_ENV["security_protocol"],
-        flags=("--security-protocol",),
+    _security(
+        "security_protocol",
+        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
         default="PLAINTEXT",
-        help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
-        panel=SECURITY_PANEL,
     ),
-    Setting(
-        name="sasl_mechanism",
-        env=SECURITY_ENV["sasl_mechanism"],
-        flags=("--sasl-mechanism",),
-        help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; needs a SASL_* protocol.",
-        panel=SECURITY_PANEL,
+    _security(
+        "sasl_mechanism",
+        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; needs a SASL_* protocol.",
     ),
-    Setting(
-        name="sasl_username",
-        env=SECURITY_ENV["sasl_username"],
-        flags=("--sasl-username",),
-        help=f"SASL user; the password is read from {SASL_PASSWORD_ENV} only.",
-        panel=SECURITY_PANEL,
+    _security(
+        "sasl_username",
+        f"SASL user; the password is read from {SASL_PASSWORD_ENV} only.",
     ),
-    Setting(
-        name="sasl_password",
-        env=SASL_PASSWORD_ENV,
-        help="The SASL password (environment only).",
-        panel=SECURITY_PANEL,
-        secret=True,
+    _password(
+        "sasl_password", SASL_PASSWORD_ENV, "The SASL password (environment only)."
     ),
-    Setting(
-        name="ssl_cafile",
-        env=SECURITY_ENV["ssl_cafile"],
-        flags=("--ssl-cafile",),
-        help="CA bundle (PEM) to verify the brokers with; system CAs if unset.",
-        panel=SECURITY_PANEL,
+    _security(
+        "ssl_cafile",
+        "CA bundle (PEM) to verify the brokers with; system CAs if unset.",
     ),
-    Setting(
-        name="ssl_certfile",
-        env=SECURITY_ENV["ssl_certfile"],
-        flags=("--ssl-certfile",),
-        help="Client certificate (PEM), mutual TLS.",
-        panel=SECURITY_PANEL,
-    ),
-    Setting(
-        name="ssl_keyfile",
-        env=SECURITY_ENV["ssl_keyfile"],
-        flags=("--ssl-keyfile",),
-        help="The client certificate's key (PEM); its password is read from "
+    _security("ssl_certfile", "Client certificate (PEM), mutual TLS."),
+    _security(
+        "ssl_keyfile",
+        "The client certificate's key (PEM); its password is read from "
         f"{SSL_KEY_PASSWORD_ENV} only.",
-        panel=SECURITY_PANEL,
     ),
-    Setting(
-        name="ssl_key_password",
-        env=SSL_KEY_PASSWORD_ENV,
-        help="The client key's password (environment only).",
-        panel=SECURITY_PANEL,
-        secret=True,
+    _password(
+        "ssl_key_password",
+        SSL_KEY_PASSWORD_ENV,
+        "The client key's password (environment only).",
     ),
 )
 """The Kafka security settings every command that talks to Kafka reads."""
@@ -364,3 +365,75 @@ def lookup(
         return None
     raw = env.get(setting.env, "").strip() if setting.env else ""
     return raw or None
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsReader:
+    """Reads a deployable's settings: each flag, else its variable (see :func:`lookup`).
+
+    Attributes:
+        settings: the deployable's declared settings, by name.
+        flags: the flags given, by setting name.
+        env: the environment.
+    """
+
+    settings: Mapping[str, Setting]
+    flags: Mapping[str, object]
+    env: Mapping[str, str]
+
+    def raw(self, name: str) -> object | None:
+        """The setting's value as given (``None``: unset)."""
+        return lookup(self.settings[name], self.flags, self.env)
+
+    def text(self, name: str) -> str | None:
+        """The setting as a string (``None``: unset)."""
+        raw = self.raw(name)
+        return None if raw is None else str(raw)
+
+    def secret(self, name: str) -> Secret | None:
+        """A secret setting, read from its variable only (``None``: unset)."""
+        setting = self.settings[name]
+        value = (self.env.get(setting.env, "") if setting.env else "").strip()
+        return Secret(value) if value else None
+
+    def number(self, name: str, kind: type[int] | type[float]) -> int | float | None:
+        """The setting as a ``kind`` (``None``: unset).
+
+        Raises:
+            ConfigError: the value is not a number.
+        """
+        raw = self.raw(name)
+        if raw is None:
+            return None
+        value = raw if isinstance(raw, (int, float)) else str(raw)
+        try:
+            return kind(value)
+        except ValueError:
+            raise ConfigError(name, f"{raw!r} is not a number") from None
+
+    def switch(self, name: str) -> bool | None:
+        """The setting as on/off (``None``: unset).
+
+        Raises:
+            ConfigError: the value is not true or false (1/0, yes/no).
+        """
+        raw = self.raw(name)
+        if raw is None or isinstance(raw, bool):
+            return raw
+        text = str(raw).lower()
+        if text not in _BOOLEANS:
+            raise ConfigError(name, f"{raw!r} is not true or false")
+        return _BOOLEANS[text]
+
+    def names(self, name: str) -> tuple[str, ...] | None:
+        """A repeatable setting's items (``None``: unset or all blank).
+
+        The variable is a comma-separated list; the flag, one item a use.
+        """
+        raw = self.raw(name)
+        if isinstance(raw, str):
+            items: list[str] = raw.split(",")  # the variable: comma-separated
+        else:
+            items = [str(a) for a in raw] if isinstance(raw, (list, tuple)) else []
+        kept = tuple(a.strip() for a in items if a.strip())
+        return kept or None

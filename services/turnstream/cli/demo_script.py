@@ -287,23 +287,21 @@ class ScriptTimeoutError(Exception):
         super().__init__(f"timed out after {seconds:g} s waiting for {waiting_for}")
 
 
+@dataclass(eq=False)
 class _Driver:
-    def __init__(
-        self,
-        session: ScriptSession,
-        loop_id: LoopId,
-        out: Output,
-        check: LifecycleCheck,
-        timeout: float,
-    ) -> None:
-        self.session = session
-        self.loop_id = loop_id
-        self.out = out
-        self.check = check
-        self.timeout = timeout
-        self.deadline = time.monotonic() + timeout
+    session: ScriptSession
+    loop_id: LoopId
+    out: Output
+    check: LifecycleCheck
+    timeout: float
+    deadline: float = field(init=False)
+    order: LiveOrder = field(init=False)
+    subscription: Subscription = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.timeout
         self.order = LiveOrder(settle=DEFAULT_SETTLE)
-        self.subscription = session.subscribe_events(loop_filter(loop_id))
+        self.subscription = self.session.subscribe_events(loop_filter(self.loop_id))
 
     async def submit(self, text: str, *, no_fold: bool = False) -> TurnRecord:
         command_id = await self.session.submit_to_loop(

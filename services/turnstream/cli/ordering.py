@@ -21,7 +21,7 @@ Pure: the caller passes the time in; no I/O. Imports value types only.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 from uuid import UUID
 
@@ -53,6 +53,7 @@ def _settles(event: AnyEvent) -> bool:
     return isinstance(event, StepDone) or event.ends_turn()
 
 
+@dataclass(eq=False, kw_only=True)
 class LiveOrder:
     """Reorders a merged live feed per turn (see the module docstring).
 
@@ -63,21 +64,14 @@ class LiveOrder:
         max_held: events held at most (the oldest turn's are released first).
     """
 
-    def __init__(
-        self,
-        *,
-        grace: float = DEFAULT_GRACE,
-        settle: float = 0.0,
-        max_held: int = 4096,
-    ) -> None:
-        self._grace = grace
-        self._settle = settle
-        self._max_held = max_held
-        self._held: OrderedDict[UUID, _Held] = OrderedDict()
-        self._pending: deque[_Pending] = deque()
-        self._started: OrderedDict[UUID, None] = OrderedDict()
-        self._ended: OrderedDict[UUID, None] = OrderedDict()
-        self.dropped = 0
+    grace: float = DEFAULT_GRACE
+    settle: float = 0.0
+    max_held: int = 4096
+    _held: OrderedDict[UUID, _Held] = field(init=False, default_factory=OrderedDict)
+    _pending: deque[_Pending] = field(init=False, default_factory=deque)
+    _started: OrderedDict[UUID, None] = field(init=False, default_factory=OrderedDict)
+    _ended: OrderedDict[UUID, None] = field(init=False, default_factory=OrderedDict)
+    dropped: int = field(init=False, default=0)
 
     @property
     def held(self) -> int:
@@ -87,15 +81,15 @@ class LiveOrder:
     def next_due(self, now: float) -> float | None:
         """Seconds until a held event is due for release, if any is held."""
         dues = [self._pending[0].due] if self._pending else []
-        dues.extend(h.since + self._grace for h in self._held.values())
+        dues.extend(h.since + self.grace for h in self._held.values())
         return max(min(dues) - now, 0.0) if dues else None
 
     def accept(self, event: AnyEvent, now: float) -> list[AnyEvent]:
         """Take one event; return the events to show now, in order."""
         shown = self.expire(now)
         if event.is_enduring():
-            if _settles(event) and self._settle > 0:
-                self._pending.append(_Pending(now + self._settle, event))
+            if _settles(event) and self.settle > 0:
+                self._pending.append(_Pending(now + self.settle, event))
             elif self._pending:  # keep the journal's order behind a settling event
                 self._pending.append(_Pending(self._pending[-1].due, event))
             else:
@@ -118,7 +112,7 @@ class LiveOrder:
             released.extend(self._emit(self._pending.popleft().event, now))
         for turn_id in list(self._held):
             held = self._held[turn_id]
-            if now - held.since < self._grace:
+            if now - held.since < self.grace:
                 continue
             del self._held[turn_id]
             _remember(self._started, turn_id)  # it started before we joined
@@ -183,7 +177,7 @@ class LiveOrder:
 
     def _overflow(self) -> list[AnyEvent]:
         released: list[AnyEvent] = []
-        while self._held and self.held > self._max_held:
+        while self._held and self.held > self.max_held:
             turn_id, held = self._held.popitem(last=False)
             _remember(self._started, turn_id)
             released.extend(held.events)

@@ -11,7 +11,7 @@ client and the value types; never the ASGI stack.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from turnstream.commands import Interrupt, RespondGate, SubmitInput
@@ -131,27 +131,20 @@ class LoopDirectory:
             self._owners.popitem(last=False)
 
 
+@dataclass(eq=False, kw_only=True)
 class Backend:
     """The Kafka clients of one gateway process (start with :meth:`connect`)."""
 
-    def __init__(
-        self,
-        *,
-        clients: KafkaClients,
-        topics: TopicNames,
-        codec: Codec,
-        session: KafkaSession,
-        hub: StreamHub,
-        clock: Clock,
-        ids: IdSource,
-    ) -> None:
-        self.clients = clients
-        self.topics = topics
-        self.codec = codec
-        self.session = session
-        self.hub = hub
-        self._clock = clock
-        self._ids = ids
+    clients: KafkaClients
+    topics: TopicNames
+    codec: Codec
+    session: KafkaSession
+    hub: StreamHub
+    clock: Clock
+    ids: IdSource
+    directory: LoopDirectory = field(init=False)
+
+    def __post_init__(self) -> None:
         self.directory = LoopDirectory(self)
 
     @classmethod
@@ -196,7 +189,7 @@ class Backend:
 
     def new_loop(self) -> LoopId:
         """A fresh loop id."""
-        return LoopId(self._ids.new_id())
+        return LoopId(self.ids.new_id())
 
     async def view(self, loop_id: UUID) -> LoopView:
         """The loop as committed now: its head snapshot and the journal after it.
@@ -222,10 +215,10 @@ class Backend:
 
     def _fields(self, tenant: Tenant, loop_id: UUID) -> dict[str, object]:
         return {
-            "command_id": CommandId(self._ids.new_id()),
+            "command_id": CommandId(self.ids.new_id()),
             "session_id": tenant.session_id,
             "loop_id": loop_id,
-            "created_at": self._clock.now(),
+            "created_at": self.clock.now(),
             "agency": Agency.USER,
         }
 

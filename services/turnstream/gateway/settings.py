@@ -24,7 +24,7 @@ from turnstream.config import (
     TOPIC_PREFIX,
     TOPIC_SUFFIX,
     Setting,
-    lookup,
+    SettingsReader,
     resolve_bootstrap,
 )
 from turnstream.errors import ConfigError
@@ -35,51 +35,53 @@ from turnstream.kafka.topology import TopicNames
 
 __all__ = ["KAFKA", "SETTINGS", "GatewayConfig", "parse_settings"]
 
+
+def _gateway(
+    name: str,
+    text: str,
+    *,
+    default: str | int | float | None = None,
+    kind: type[object] = str,
+    minimum: float | None = None,
+    required: bool = False,
+) -> Setting:
+    # Every gateway setting is named alike: --max-body, TURNSTREAM_GATEWAY_MAX_BODY.
+    return Setting(
+        name=name,
+        env=f"TURNSTREAM_GATEWAY_{name.upper()}",
+        flags=(f"--{name.replace('_', '-')}",),
+        default=default,
+        help=text,
+        kind=kind,
+        minimum=minimum,
+        required=required,
+    )
+
+
 SETTINGS: Final[tuple[Setting, ...]] = (
-    Setting(
-        name="tokens",
-        env="TURNSTREAM_GATEWAY_TOKENS",
-        flags=("--tokens",),
-        help="The token file: one 'TENANT TOKEN' pair per line (16+ chars).",
+    _gateway(
+        "tokens",
+        "The token file: one 'TENANT TOKEN' pair per line (16+ chars).",
         required=True,
     ),
-    Setting(
-        name="host",
-        env="TURNSTREAM_GATEWAY_HOST",
-        flags=("--host",),
-        default="127.0.0.1",
-        help="Listen here.",
-    ),
-    Setting(
-        name="port",
-        env="TURNSTREAM_GATEWAY_PORT",
-        flags=("--port",),
-        default=8080,
-        help="HTTP port.",
-        kind=int,
-    ),
-    Setting(
-        name="max_body",
-        env="TURNSTREAM_GATEWAY_MAX_BODY",
-        flags=("--max-body",),
+    _gateway("host", "Listen here.", default="127.0.0.1"),
+    _gateway("port", "HTTP port.", default=8080, kind=int),
+    _gateway(
+        "max_body",
+        "The largest request body accepted, in bytes (413 above).",
         default=64 * 1024,
-        help="The largest request body accepted, in bytes (413 above).",
         kind=int,
     ),
-    Setting(
-        name="stream_queue",
-        env="TURNSTREAM_GATEWAY_STREAM_QUEUE",
-        flags=("--stream-queue",),
+    _gateway(
+        "stream_queue",
+        "Events one event stream may have waiting before it is dropped.",
         default=2000,
-        help="Events one event stream may have waiting before it is dropped.",
         kind=int,
     ),
-    Setting(
-        name="keepalive",
-        env="TURNSTREAM_GATEWAY_KEEPALIVE",
-        flags=("--keepalive",),
+    _gateway(
+        "keepalive",
+        "Seconds of silence before an event stream sends a comment.",
         default=15.0,
-        help="Seconds of silence before an event stream sends a comment.",
         kind=float,
         minimum=0.1,
     ),
@@ -148,24 +150,11 @@ def parse_settings(
         ConfigError: an invalid setting (the message names it).
     """
     given = flags or {}
-
-    def raw(name: str) -> object | None:
-        return lookup(_BY_NAME[name], given, env)
-
-    def number(name: str, kind: type[int] | type[float]) -> int | float | None:
-        value = raw(name)
-        if value is None:
-            return None
-        text = value if isinstance(value, (int, float)) else str(value)
-        try:
-            return kind(text)
-        except ValueError:
-            raise ConfigError(name, f"{value!r} is not a number") from None
-
-    tokens = raw("tokens")
+    read = SettingsReader(_BY_NAME, given, env)
+    tokens = read.text("tokens")
     if tokens is None:
         raise ConfigError("--tokens", "required (the token file)")
-    timeout = number("timeout", float)
+    timeout = read.number("timeout", float)
     seconds = float(TIMEOUT.default if timeout is None else timeout)  # type: ignore[arg-type]
     kwargs: dict[str, object] = {
         name: value
@@ -175,25 +164,21 @@ def parse_settings(
             ("stream_queue", int),
             ("keepalive", float),
         )
-        if (value := number(name, kind)) is not None
+        if (value := read.number(name, kind)) is not None
     }
-    if (host := raw("host")) is not None:
-        kwargs["host"] = str(host)
+    if (host := read.text("host")) is not None:
+        kwargs["host"] = host
     return GatewayConfig(
-        tokens=Path(str(tokens)),
+        tokens=Path(tokens),
         connection=KafkaConnection(
-            bootstrap=resolve_bootstrap(_text(raw("bootstrap")), env),
+            bootstrap=resolve_bootstrap(read.text("bootstrap"), env),
             request_timeout=seconds,
             connect_timeout=seconds,
         ),
         topics=TopicNames.with_affixes(
-            prefix=_text(raw("topic_prefix")) or "",
-            suffix=_text(raw("topic_suffix")) or "",
+            prefix=read.text("topic_prefix") or "",
+            suffix=read.text("topic_suffix") or "",
         ),
         security=parse_security(given, env),
         **kwargs,  # type: ignore[arg-type]
     )
-
-
-def _text(value: object | None) -> str | None:
-    return None if value is None else str(value)

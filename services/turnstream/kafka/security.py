@@ -22,13 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from turnstream.config import (
-    SASL_PASSWORD_ENV,
-    SECURITY,
-    SSL_KEY_PASSWORD_ENV,
-    Secret,
-    lookup,
-)
+from turnstream.config import SECURITY, Secret, SettingsReader
 from turnstream.errors import ConfigError
 
 __all__ = [
@@ -206,11 +200,6 @@ class KafkaSecurity:
         return kwargs
 
 
-def _secret(variable: str, env: Mapping[str, str]) -> Secret | None:
-    value = env.get(variable, "").strip()
-    return Secret(value) if value else None
-
-
 def parse_security(
     flags: Mapping[str, object], env: Mapping[str, str]
 ) -> KafkaSecurity:
@@ -228,17 +217,14 @@ def parse_security(
             inconsistent combination (the message names the setting, never a
             secret's value).
     """
-
-    def get(name: str) -> str | None:
-        raw = lookup(_BY_NAME[name], flags, env)
-        return None if raw is None else str(raw)
+    read = SettingsReader(_BY_NAME, flags, env)
 
     def path(name: str) -> Path | None:
-        raw = get(name)
+        raw = read.text(name)
         return Path(raw) if raw else None
 
-    protocol = get("security_protocol")
-    mechanism = get("sasl_mechanism")
+    protocol = read.text("security_protocol")
+    mechanism = read.text("sasl_mechanism")
     try:
         protocol_value = (
             SecurityProtocol(protocol.upper())
@@ -251,12 +237,12 @@ def parse_security(
     return KafkaSecurity(
         protocol=protocol_value,
         sasl_mechanism=mechanism_value,
-        sasl_username=get("sasl_username"),
-        sasl_password=_secret(SASL_PASSWORD_ENV, env),
+        sasl_username=read.text("sasl_username"),
+        sasl_password=read.secret("sasl_password"),
         ssl_cafile=path("ssl_cafile"),
         ssl_certfile=path("ssl_certfile"),
         ssl_keyfile=path("ssl_keyfile"),
-        ssl_key_password=_secret(SSL_KEY_PASSWORD_ENV, env),
+        ssl_key_password=read.secret("ssl_key_password"),
     )
 
 

@@ -37,7 +37,7 @@ from turnstream.config import (
     TOPIC_SUFFIX,
     Secret,
     Setting,
-    lookup,
+    SettingsReader,
     resolve_bootstrap,
 )
 from turnstream.errors import ConfigError
@@ -275,15 +275,6 @@ SETTINGS: Final[tuple[Setting, ...]] = (
 
 _BY_NAME: Final = {s.name: s for s in SETTINGS}
 
-_BOOLEANS = {
-    "true": True,
-    "1": True,
-    "yes": True,
-    "false": False,
-    "0": False,
-    "no": False,
-}
-
 _MIN_SESSION_TIMEOUT_MS = 6000  # the broker's default group.min.session.timeout.ms
 _MAX_GC_THRESHOLD = 1_000_000  # beyond it the young collection itself is a long pause
 
@@ -434,54 +425,6 @@ class ActorSettings:
             raise ConfigError("instance_id", "must not be blank (auto, none or an id)")
 
 
-def _secret(setting: Setting, env: Mapping[str, str]) -> Secret | None:
-    value = (env.get(setting.env, "") if setting.env else "").strip()
-    return Secret(value) if value else None
-
-
-class _Reader:
-    """Reads the actor's settings: each flag, else its variable (blank: unset)."""
-
-    def __init__(self, flags: Mapping[str, object], env: Mapping[str, str]) -> None:
-        self._flags = flags
-        self._env = env
-
-    def raw(self, name: str) -> object | None:
-        return lookup(_BY_NAME[name], self._flags, self._env)
-
-    def text(self, name: str) -> str | None:
-        raw = self.raw(name)
-        return None if raw is None else str(raw)
-
-    def number(self, name: str, kind: type[int] | type[float]) -> int | float | None:
-        raw = self.raw(name)
-        if raw is None:
-            return None
-        value = raw if isinstance(raw, (int, float)) else str(raw)
-        try:
-            return kind(value)
-        except ValueError:
-            raise ConfigError(name, f"{raw!r} is not a number") from None
-
-    def switch(self, name: str) -> bool | None:
-        raw = self.raw(name)
-        if raw is None or isinstance(raw, bool):
-            return raw
-        text = str(raw).lower()
-        if text not in _BOOLEANS:
-            raise ConfigError(name, f"{raw!r} is not true or false")
-        return _BOOLEANS[text]
-
-    def names(self, name: str) -> tuple[str, ...] | None:
-        raw = self.raw(name)
-        if isinstance(raw, str):
-            items: list[str] = raw.split(",")  # the variable: comma-separated
-        else:
-            items = [str(a) for a in raw] if isinstance(raw, (list, tuple)) else []
-        kept = tuple(a.strip() for a in items if a.strip())
-        return kept or None
-
-
 def parse_settings(
     env: Mapping[str, str],
     flags: Mapping[str, object] | None = None,
@@ -500,7 +443,7 @@ def parse_settings(
         ConfigError: an invalid or inconsistent setting (the message names it;
             never a secret's value).
     """
-    read = _Reader(flags or {}, env)
+    read = SettingsReader(_BY_NAME, flags or {}, env)
     if security is None:
         security = parse_security(flags or {}, env)
     bootstrap = resolve_bootstrap(read.text("bootstrap"), env)
@@ -561,13 +504,13 @@ def parse_settings(
     keys = {
         provider: secret
         for provider in PROVIDER_KEY_ENV
-        if (secret := _secret(_BY_NAME[f"{provider}_api_key"], env)) is not None
+        if (secret := read.secret(f"{provider}_api_key")) is not None
     }
     return ActorSettings(
         bootstrap=bootstrap,
         model_api_key=Secret(choice.api_key)
         if choice.api_key
-        else _secret(_BY_NAME["model_api_key"], env),
+        else read.secret("model_api_key"),
         provider_keys=keys,
         security=security,
         tracing=TracingSettings.from_env(env),

@@ -18,6 +18,7 @@ Imports only ports and value types.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 from uuid import UUID
@@ -33,31 +34,23 @@ __all__ = ["EventFactory"]
 E = TypeVar("E", bound=EventBase)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class EventFactory:
     """Builds one loop's headers and stamps its enduring events."""
 
-    def __init__(
-        self,
-        *,
-        session_id: SessionId,
-        loop_id: LoopId,
-        clock: Clock,
-        ids: IdSource,
-        agent_name: str = "",
-    ) -> None:
-        self.session_id = session_id
-        self.loop_id = loop_id
-        self.agent_name = agent_name
-        self._clock = clock
-        self._ids = ids
+    session_id: SessionId
+    loop_id: LoopId
+    clock: Clock
+    ids: IdSource
+    agent_name: str = ""
 
     def new_id(self) -> UUID:
         """A fresh id from the id source (may raise)."""
-        return self._ids.new_id()
+        return self.ids.new_id()
 
     def now(self) -> datetime:
         """The current time from the injected clock."""
-        return self._clock.now()
+        return self.clock.now()
 
     def header(
         self,
@@ -90,8 +83,8 @@ class EventFactory:
         Raises:
             Exception: whatever the id source raises; no partial header escapes.
         """
-        event_id = self._ids.new_id()
-        created_at = self._clock.now()
+        event_id = self.ids.new_id()
+        created_at = self.clock.now()
         header = _replaced(
             event.header, {"event_id": event_id, "created_at": created_at}
         )

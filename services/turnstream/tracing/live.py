@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import assert_never
 from uuid import UUID
 
@@ -80,6 +81,7 @@ def _content(request: ModelRequest) -> dict[str, AttributeValue]:
     return attributes
 
 
+@dataclass(slots=True, eq=False)
 class _Open:
     """A started span: what its end needs (the runtime's ``FinishFn``).
 
@@ -89,15 +91,10 @@ class _Open:
     generation, whose passes walk the actor's whole heap.
     """
 
-    __slots__ = ("start", "trace", "tracer", "turn_id")
-
-    def __init__(
-        self, tracer: LiveTracer, trace: TurnTrace, turn_id: UUID, start: int
-    ) -> None:
-        self.tracer = tracer
-        self.trace = trace
-        self.turn_id = turn_id
-        self.start = start
+    tracer: LiveTracer
+    trace: TurnTrace
+    turn_id: UUID
+    start: int
 
     def __call__(self, result: HookResult) -> None:
         self.tracer.end(self, result)

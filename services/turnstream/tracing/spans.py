@@ -74,6 +74,40 @@ def _usage(attributes: dict[str, AttributeValue], usage: Usage | None) -> None:
         attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
 
 
+def _span(
+    trace: TurnTrace,
+    name: str,
+    ids: tuple[int, int],
+    times: tuple[int, int],
+    attributes: dict[str, AttributeValue],
+    *,
+    error_type: str | None,
+    client: bool = False,
+    content: dict[str, AttributeValue] | None = None,
+) -> SpanRecord:
+    # What every span does alike: ``ids`` are its own and its parent's,
+    # ``times`` its start and end; ``error.type`` iff it failed, then the
+    # content the operator opted in to.
+    if error_type is not None:
+        attributes["error.type"] = error_type
+    if content:
+        attributes.update(content)
+    span_id, parent_id = ids
+    start_ns, end_ns = times
+    return SpanRecord(
+        name=name,
+        trace_id=trace.trace_id,
+        span_id=span_id,
+        parent_id=parent_id,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        attributes=attributes,
+        error_type=error_type,
+        client=client,
+        sampled=trace.sampled,
+    )
+
+
 def turn_span(
     trace: TurnTrace,
     *,
@@ -99,18 +133,13 @@ def turn_span(
     if model:
         attributes["gen_ai.request.model"] = model
     _usage(attributes, usage)
-    if error_type is not None:
-        attributes["error.type"] = error_type
-    return SpanRecord(
-        name="invoke_agent",
-        trace_id=trace.trace_id,
-        span_id=span_id_for("turn", turn_id),
-        parent_id=trace.parent_span_id,
-        start_ns=start_ns,
-        end_ns=end_ns,
-        attributes=attributes,
+    return _span(
+        trace,
+        "invoke_agent",
+        (span_id_for("turn", turn_id), trace.parent_span_id),
+        (start_ns, end_ns),
+        attributes,
         error_type=error_type,
-        sampled=trace.sampled,
     )
 
 
@@ -129,18 +158,13 @@ def step_span(
         "turnstream.step.id": str(step_id),
         "turnstream.step.index": step_index,
     }
-    if error_type is not None:
-        attributes["error.type"] = error_type
-    return SpanRecord(
-        name="step",
-        trace_id=trace.trace_id,
-        span_id=span_id_for("step", step_id),
-        parent_id=span_id_for("turn", turn_id),
-        start_ns=start_ns,
-        end_ns=end_ns,
-        attributes=attributes,
+    return _span(
+        trace,
+        "step",
+        (span_id_for("step", step_id), span_id_for("turn", turn_id)),
+        (start_ns, end_ns),
+        attributes,
         error_type=error_type,
-        sampled=trace.sampled,
     )
 
 
@@ -164,21 +188,15 @@ def chat_span(
     if max_tokens is not None:
         attributes["gen_ai.request.max_tokens"] = max_tokens
     _usage(attributes, usage)
-    if error_type is not None:
-        attributes["error.type"] = error_type
-    if content:
-        attributes.update(content)
-    return SpanRecord(
-        name=f"chat {model}" if model else "chat",
-        trace_id=trace.trace_id,
-        span_id=span_id_for("chat", step_id),
-        parent_id=span_id_for("step", step_id),
-        start_ns=start_ns,
-        end_ns=end_ns,
-        attributes=attributes,
+    return _span(
+        trace,
+        f"chat {model}" if model else "chat",
+        (span_id_for("chat", step_id), span_id_for("step", step_id)),
+        (start_ns, end_ns),
+        attributes,
         error_type=error_type,
         client=True,
-        sampled=trace.sampled,
+        content=content,
     )
 
 
@@ -199,16 +217,11 @@ def tool_span(
         "gen_ai.tool.call.id": tool_use_id,
         "gen_ai.tool.type": "function",
     }
-    if error_type is not None:
-        attributes["error.type"] = error_type
-    return SpanRecord(
-        name=f"execute_tool {tool_name}",
-        trace_id=trace.trace_id,
-        span_id=span_id_for("tool", step_id, tool_use_id),
-        parent_id=span_id_for("step", step_id),
-        start_ns=start_ns,
-        end_ns=end_ns,
-        attributes=attributes,
+    return _span(
+        trace,
+        f"execute_tool {tool_name}",
+        (span_id_for("tool", step_id, tool_use_id), span_id_for("step", step_id)),
+        (start_ns, end_ns),
+        attributes,
         error_type=error_type,
-        sampled=trace.sampled,
     )

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -106,6 +106,7 @@ class _LoopView:
     history_records: int = 0
 
 
+@dataclass(eq=False, kw_only=True)
 class PartitionJournal:
     """The ``Journal`` port for the loops whose commands land on one partition.
 
@@ -120,40 +121,33 @@ class PartitionJournal:
         metrics: counters to update.
     """
 
-    def __init__(
-        self,
-        *,
-        partition: int,
-        writer: PartitionWriter,
-        snapshots: StateIndex,
-        clients: KafkaClients,
-        codec: Codec,
-        events_topic: str,
-        metrics: ServiceMetrics,
-    ) -> None:
-        self.partition = partition
-        self._writer = writer
-        self._snapshots = snapshots
-        self._clients = clients
-        self._codec = codec
-        self._events_tp = TopicPartition(events_topic, partition)
-        self._metrics = metrics
-        self._views: dict[UUID, _LoopView] = {}
-        # Parked loops with history records beyond their state's (an earlier
-        # lineage's): kept so that a deletion still tombstones them.
-        self._stale_history: dict[UUID, int] = {}
-        self._handover = False
-        self._draining = False
+    partition: int
+    writer: PartitionWriter
+    snapshots: StateIndex
+    clients: KafkaClients
+    codec: Codec
+    events_topic: InitVar[str]
+    metrics: ServiceMetrics
+    _events_tp: TopicPartition = field(init=False)
+    _views: dict[UUID, _LoopView] = field(init=False, default_factory=dict)
+    # Parked loops with history records beyond their state's (an earlier
+    # lineage's): kept so that a deletion still tombstones them.
+    _stale_history: dict[UUID, int] = field(init=False, default_factory=dict)
+    _handover: bool = field(init=False, default=False)
+    _draining: bool = field(init=False, default=False)
+
+    def __post_init__(self, events_topic: str) -> None:
+        self._events_tp = TopicPartition(events_topic, self.partition)
 
     # ----------------------------------------------------------- queries
 
     def known(self, loop_id: UUID) -> bool:
         """Whether ``loop_id`` has committed anything on this partition."""
-        return loop_id in self._views or self._snapshots.known(loop_id)
+        return loop_id in self._views or self.snapshots.known(loop_id)
 
     def open_turn_loops(self) -> list[UUID]:
         """Loops whose latest snapshot has an open turn (or must be replayed)."""
-        return [i for i in self._snapshots.tail_loops() if i not in self._views]
+        return [i for i in self.snapshots.tail_loops() if i not in self._views]
 
     def is_resolved(self, loop_id: UUID, command_id: UUID) -> bool:
         """Whether ``command_id`` was already answered durably for ``loop_id``.
@@ -207,7 +201,7 @@ class PartitionJournal:
         base = self._views[loop_id].base
         assert base is not None  # noqa: S101 - parkable() checked it
         try:
-            self._snapshots.park(base)
+            self.snapshots.park(base)
         except EncodeError:
             return False
         view = self._views.pop(loop_id)
@@ -221,7 +215,7 @@ class PartitionJournal:
         Raises:
             EffectError: ``reserved_topic``.
         """
-        self._writer.check_effect_topic(topic)
+        self.writer.check_effect_topic(topic)
 
     def close_for_handover(self) -> None:
         """From now on commit only what ends running turns (see module docstring)."""
@@ -294,13 +288,13 @@ class PartitionJournal:
                 )
             else:
                 view.unfolded.extend(events)
-            self._metrics.committed(events)
+            self.metrics.committed(events)
 
         added = () if state is None else _replies([*view.unfolded, *events])
         erase = 0
         if state is not None and any(isinstance(e, LoopDeleted) for e in events):
             erase = max(view.history_records, _records(view.base))
-        await self._writer.append(
+        await self.writer.append(
             loop_id,
             events,
             state,
@@ -320,15 +314,15 @@ class PartitionJournal:
         view = self._views.get(loop_id)
         if view is not None:
             return Recovery(view.base, tuple(view.unfolded))
-        snapshot = await self._snapshots.load(loop_id)
+        snapshot = await self.snapshots.load(loop_id)
         if snapshot is not None and snapshot.journal_offset >= 0:
             if snapshot.open_turn is None:
                 events: list[EnduringEvent] = []
                 how = "snapshot"
             else:
                 tail = await read_journal(
-                    self._clients,
-                    self._codec,
+                    self.clients,
+                    self.codec,
                     self._events_tp,
                     start=snapshot.journal_offset,
                     loops=(loop_id,),
@@ -338,12 +332,12 @@ class PartitionJournal:
             base: LoopState | None = snapshot
         elif self.known(loop_id):
             history = await read_journal(
-                self._clients, self._codec, self._events_tp, loops=(loop_id,)
+                self.clients, self.codec, self._events_tp, loops=(loop_id,)
             )
             events, base, how = [entry.event for entry in history], None, "replay"
         else:
             events, base, how = [], None, "new"
-        self._metrics.restores[how] += 1
+        self.metrics.restores[how] += 1
         view = _LoopView(
             base=base, unfolded=list(events), history_records=self._stored(loop_id)
         )
@@ -364,12 +358,12 @@ class PartitionJournal:
                 view.open_turn = False
         _remember(view, events)
         self._views[loop_id] = view
-        self._snapshots.forget(loop_id)
+        self.snapshots.forget(loop_id)
 
     def _stored(self, loop_id: UUID) -> int:
         """How many history records of ``loop_id`` may be on the partition."""
         return max(
-            self._snapshots.history_count(loop_id),
+            self.snapshots.history_count(loop_id),
             self._stale_history.pop(loop_id, 0),
         )
 
@@ -380,7 +374,7 @@ class PartitionJournal:
         one read from the smallest ``journal_offset`` instead of one per loop.
         """
         wanted = [i for i in loop_ids if i not in self._views]
-        snapshots = {i: await self._snapshots.load(i) for i in wanted}
+        snapshots = {i: await self.snapshots.load(i) for i in wanted}
         starts = [
             s.journal_offset
             for s in snapshots.values()
@@ -388,8 +382,8 @@ class PartitionJournal:
         ]
         if len(wanted) > 1 and len(starts) == len(wanted):
             tail = await read_journal(
-                self._clients,
-                self._codec,
+                self.clients,
+                self.codec,
                 self._events_tp,
                 start=min(starts),
                 loops=wanted,
@@ -410,7 +404,7 @@ class PartitionJournal:
                     history_records=self._stored(loop_id),
                 )
                 self._keep_view(loop_id, view, events)
-                self._metrics.restores["snapshot+tail"] += 1
+                self.metrics.restores["snapshot+tail"] += 1
         return {i: await self.recover(LoopId(i)) for i in wanted}
 
 

@@ -49,21 +49,15 @@ DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
 """Upper bounds in seconds (Prometheus' default buckets)."""
 
 TURN_DURATION_BUCKETS: tuple[float, ...] = (
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
+    *DEFAULT_LATENCY_BUCKETS[DEFAULT_LATENCY_BUCKETS.index(0.05) :],
     30.0,
     60.0,
     120.0,
     300.0,
     600.0,
 )
-"""Upper bounds in seconds for a whole turn (model calls and tools included)."""
+"""Upper bounds in seconds for a whole turn (model calls and tools included):
+Prometheus' default buckets from 50 ms on, then up to ten minutes."""
 
 _OPEN_TURNS_KEPT = 100_000  # start times of turns still open, before starting over
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import KW_ONLY, dataclass, field
 
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
@@ -41,6 +42,7 @@ __all__ = ["OwnedPartitions"]
 _log = logging.getLogger(SERVICE_LOG)
 
 
+@dataclass(eq=False)
 class OwnedPartitions:
     """The service's partition runners, kept in step with the group's assignment.
 
@@ -58,37 +60,30 @@ class OwnedPartitions:
         tracer: records each turn's spans (``None``: tracing off).
     """
 
-    def __init__(
-        self,
-        membership: Membership,
-        *,
-        codec: Codec,
-        setup_for: SetupFor,
-        clock: Clock,
-        ids: IdSource,
-        traces: TraceContexts,
-        tracer: Tracer | None,
-    ) -> None:
-        self._m = membership
-        self._codec = codec
-        self._setup_for = setup_for
-        self._clock = clock
-        self._ids = ids
-        self._traces = traces
-        self._tracer = tracer
-        self.runners: dict[int, PartitionRunner] = {}
-        """The current runner of each partition this process owns."""
-        self.count = 0
-        """The commands topic's partition count (set once the service runs)."""
-        self.hub: DeltaPublisher | None = None
-        """The deltas hub the loops publish to (set once the service runs)."""
-        self._to_reset: set[int] = set()
-        self._owned: dict[int, int] = {}
-        self._member_id: str | None = None
-        self._leaving: set[asyncio.Task[None]] = set()
-        self._opening: dict[int, asyncio.Task[None]] = {}
-        self._wanted: set[int] = set()
-        settings = membership.settings
+    membership: Membership
+    _: KW_ONLY
+    codec: Codec
+    setup_for: SetupFor
+    clock: Clock
+    ids: IdSource
+    traces: TraceContexts
+    tracer: Tracer | None
+    runners: dict[int, PartitionRunner] = field(init=False, default_factory=dict)
+    """The current runner of each partition this process owns."""
+    count: int = field(init=False, default=0)
+    """The commands topic's partition count (set once the service runs)."""
+    hub: DeltaPublisher | None = field(init=False, default=None)
+    """The deltas hub the loops publish to (set once the service runs)."""
+    _to_reset: set[int] = field(init=False, default_factory=set)
+    _owned: dict[int, int] = field(init=False, default_factory=dict)
+    _member_id: str | None = field(init=False, default=None)
+    _leaving: set[asyncio.Task[None]] = field(init=False, default_factory=set)
+    _opening: dict[int, asyncio.Task[None]] = field(init=False, default_factory=dict)
+    _wanted: set[int] = field(init=False, default_factory=set)
+    _retries: TakeoverRetries = field(init=False)
+
+    def __post_init__(self) -> None:
+        settings = self.membership.settings
         self._retries = TakeoverRetries(
             initial=settings.writer.backoff_initial, cap=settings.retry_backoff_max
         )
@@ -110,7 +105,7 @@ class OwnedPartitions:
         """The group revoked the assignment (all of it: the protocol is eager)."""
         # Eager rebalancing revokes everything; the runners keep going until
         # the assignment that follows says what actually moved.
-        m = self._m
+        m = self.membership
         m.generation += 1
         m.assignment_done.clear()
         m.waiting_since = asyncio.get_running_loop().time()
@@ -119,7 +114,7 @@ class OwnedPartitions:
 
     async def assigned(self, assigned: set[TopicPartition]) -> None:
         """The group assigned ``assigned``: keep, hand over and open accordingly."""
-        m = self._m
+        m = self.membership
         try:
             await self._reconcile(assigned)
         except Exception as exc:  # noqa: BLE001 - aiokafka would swallow it: keep it
@@ -137,7 +132,7 @@ class OwnedPartitions:
         New partitions are paused in the consumer and opened in the
         background; each is resumed when its loops are restored.
         """
-        m = self._m
+        m = self.membership
         generation = m.generation
         topic = m.settings.topics.commands
         wanted = {tp.partition for tp in assigned if tp.topic == topic}
@@ -186,7 +181,7 @@ class OwnedPartitions:
         self, partition: int, previous: PartitionRunner | None
     ) -> None:
         """Open a newly assigned partition, then let the consumer fetch it."""
-        m = self._m
+        m = self.membership
         try:
             if previous is not None:
                 await previous.abandon()
@@ -224,7 +219,7 @@ class OwnedPartitions:
 
     def update(self) -> None:
         """Show the partitions owned and whether the service is ready."""
-        m = self._m
+        m = self.membership
         m.metrics.partitions = set(self.runners)
         for partition in list(m.metrics.consumer_lag):
             if partition not in self.runners:
@@ -243,21 +238,24 @@ class OwnedPartitions:
                 extra={
                     "kept": ",".join(map(str, kept)),
                     "opening": ",".join(map(str, opening)),
-                    "generation": self._m.generation,
+                    "generation": self.membership.generation,
                 },
             )
             return
         _log.info(
             "partitions ready: [%s]",
             ",".join(map(str, sorted(self.runners))),
-            extra={"kept": ",".join(map(str, kept)), "generation": self._m.generation},
+            extra={
+                "kept": ",".join(map(str, kept)),
+                "generation": self.membership.generation,
+            },
         )
 
     # ------------------------------------------------------------ handover
 
     def _leave(self, runner: PartitionRunner) -> None:
         """Hand a partition that moved away over, in the background."""
-        task = self._m.spawn(runner.release(), f"handover-{runner.partition}")
+        task = self.membership.spawn(runner.release(), f"handover-{runner.partition}")
         self._leaving.add(task)
         task.add_done_callback(self._leaving.discard)
 
@@ -281,26 +279,26 @@ class OwnedPartitions:
     # ------------------------------------------------------------ takeover
 
     async def _open(self, partition: int, generation: int) -> PartitionRunner:
-        m = self._m
+        m = self.membership
         settings = m.settings
         ctx = RunnerContext(
             clients=m.clients,
             topics=settings.topics,
             group_id=settings.group_id,
             txn_prefix=settings.txn_prefix,
-            codec=self._codec,
+            codec=self.codec,
             hub=self._require_hub(),
-            setup_for=self._setup_for,
-            clock=self._clock,
-            ids=self._ids,
+            setup_for=self.setup_for,
+            clock=self.clock,
+            ids=self.ids,
             metrics=m.metrics,
             writer=settings.writer,
             stop_timeout=settings.stop_timeout,
             spawn=m.spawn,
             partitions=self.count,
             resident_budget=self._resident_share,
-            traces=self._traces,
-            tracer=self._tracer,
+            traces=self.traces,
+            tracer=self.tracer,
         )
         tp = TopicPartition(settings.topics.commands, partition)
         self._owned[partition] = generation
@@ -349,7 +347,7 @@ class OwnedPartitions:
 
     def _resident_share(self) -> int:
         """One partition's share of the resident budget."""
-        budget = self._m.settings.max_resident_loops
+        budget = self.membership.settings.max_resident_loops
         return max(1, budget // max(1, len(self.runners)))
 
     def _require_hub(self) -> DeltaPublisher:
@@ -360,7 +358,7 @@ class OwnedPartitions:
     # ------------------------------------------------------------- rebuild
 
     def _broken(self, runner: PartitionRunner) -> None:
-        m = self._m
+        m = self.membership
         denied = runner.writer.denial
         if denied is not None and m.fatal is None:
             # An ACL: rebuilding the partition would fail the same way. Stop
@@ -407,7 +405,7 @@ class OwnedPartitions:
 
     async def apply_resets(self) -> None:
         """Rebuild failed partitions from Kafka (consumer-loop task only)."""
-        m = self._m
+        m = self.membership
         if m.stopping:
             return  # a stopping service rebuilds nothing; the handover abandons them
         for partition in sorted(self._to_reset):
@@ -450,7 +448,7 @@ class OwnedPartitions:
 
     async def _rewind(self, tp: TopicPartition, fresh: PartitionRunner) -> bool:
         """Seek the consumer to ``tp``'s committed offset; ``False``: retry later."""
-        m = self._m
+        m = self.membership
         try:
             async with asyncio.timeout(m.clients.connection.request_timeout):
                 committed = await m.consumer.committed(tp)

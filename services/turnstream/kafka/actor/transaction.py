@@ -138,6 +138,7 @@ class Mispredicted(Exception):
     """The events did not land on the predicted offsets: write them again."""
 
 
+@dataclass(eq=False, kw_only=True)
 class TransactionBuilder:
     """The partition's transactional producer and the body of its transactions.
 
@@ -151,31 +152,24 @@ class TransactionBuilder:
         state_max_bytes: a larger history record is replaced by a marker.
     """
 
-    def __init__(
-        self,
-        *,
-        partition: int,
-        topics: TopicNames,
-        group_id: str,
-        codec: Codec,
-        metrics: ServiceMetrics,
-        ledger: CommandOffsets,
-        state_max_bytes: int,
-    ) -> None:
-        self.partition = partition
-        self._topics = topics
-        self._group_id = group_id
-        self._codec = codec
-        self._metrics = metrics
-        self._ledger = ledger
-        self._state_max_bytes = state_max_bytes
-        self._commands_tp = TopicPartition(topics.commands, partition)
-        self._events_tp = TopicPartition(topics.events, partition)
-        self._prediction = OffsetPrediction()
-        self.producer: Any = None
-        """The transactional producer (``None``: not started, or being rebuilt)."""
-        self.phase = Phase.IDLE
-        """How far the current transaction got."""
+    partition: int
+    topics: TopicNames
+    group_id: str
+    codec: Codec
+    metrics: ServiceMetrics
+    ledger: CommandOffsets
+    state_max_bytes: int
+    producer: Any = field(init=False, default=None)
+    """The transactional producer (``None``: not started, or being rebuilt)."""
+    phase: Phase = field(init=False, default=Phase.IDLE)
+    """How far the current transaction got."""
+    _commands_tp: TopicPartition = field(init=False)
+    _events_tp: TopicPartition = field(init=False)
+    _prediction: OffsetPrediction = field(init=False, default_factory=OffsetPrediction)
+
+    def __post_init__(self) -> None:
+        self._commands_tp = TopicPartition(self.topics.commands, self.partition)
+        self._events_tp = TopicPartition(self.topics.events, self.partition)
 
     async def _send(self, topic: str, value: bytes | None, **kwargs: Any) -> Any:
         """Hand one record to the producer; return its delivery future.
@@ -203,7 +197,7 @@ class TransactionBuilder:
         await producer.begin_transaction()
         event_futures, other_futures = await self._send_events(batch)
         resolving = [u for r in batch for u in resolves(r)]
-        target = self._ledger.committable(resolving)
+        target = self.ledger.committable(resolving)
         if predicted is None:
             offsets = [await gather_all(sent) for sent in event_futures]
             states = await self._send_states(
@@ -229,10 +223,10 @@ class TransactionBuilder:
         if outcome.probe is None and written:
             outcome.probe = TopicPartition(written[0].topic, written[0].partition)
             outcome.probe_offset = written[0].offset
-        committed = self._ledger.committed
+        committed = self.ledger.committed
         if target is not None and (committed is None or target > committed):
             await producer.send_offsets_to_transaction(
-                {self._commands_tp: target}, self._group_id
+                {self._commands_tp: target}, self.group_id
             )
             outcome.offset = target
         if any(r.reply.cancelled() for r in batch):
@@ -253,7 +247,7 @@ class TransactionBuilder:
         """Records did not land where predicted: abort, write again the slow way."""
         await self.producer.abort_transaction()
         self.phase = Phase.IDLE
-        self._metrics.offset_mispredictions += 1
+        self.metrics.offset_mispredictions += 1
         raise Mispredicted
 
     async def _send_events(
@@ -278,7 +272,7 @@ class TransactionBuilder:
         if isinstance(request, DeadLetter):
             return [], [
                 await self._send(
-                    self._topics.dead_letters,
+                    self.topics.dead_letters,
                     request.value,
                     key=request.key,
                     headers=request.headers,
@@ -287,7 +281,7 @@ class TransactionBuilder:
         key = loop_key(request.loop_id)
         events = [
             await self._send(
-                self._topics.events,
+                self.topics.events,
                 value,
                 key=key,
                 partition=self.partition,
@@ -345,11 +339,11 @@ class TransactionBuilder:
                 number = records.history.history_records - 1
                 sent.history.append(
                     await self._send(
-                        self._topics.history,
+                        self.topics.history,
                         data,
                         key=history_key(records.head.loop_id, number),
                         partition=self.partition,
-                        headers=self._codec.kafka_headers(records.history),
+                        headers=self.codec.kafka_headers(records.history),
                     )
                 )
             split_up.append((index, records))
@@ -369,11 +363,11 @@ class TransactionBuilder:
             head = written.head
             sent.futures.append(
                 await self._send(
-                    self._topics.loops,
-                    self._codec.marshal_state(head),
+                    self.topics.loops,
+                    self.codec.marshal_state(head),
                     key=loop_key(head.loop_id),
                     partition=self.partition,
-                    headers=head_headers(self._codec, head),
+                    headers=head_headers(self.codec, head),
                 )
             )
         # Tombstones of deleted loops' history records: after the records
@@ -381,7 +375,7 @@ class TransactionBuilder:
         for key in erased:
             sent.erased.append(
                 await self._send(
-                    self._topics.history, None, key=key, partition=self.partition
+                    self.topics.history, None, key=key, partition=self.partition
                 )
             )
         return sent
@@ -393,9 +387,9 @@ class TransactionBuilder:
         history = records.history
         if history is None:
             return records, None
-        limit = self._state_max_bytes - _STATE_OVERHEAD
+        limit = self.state_max_bytes - _STATE_OVERHEAD
         try:
-            data = self._codec.marshal_state(history)
+            data = self.codec.marshal_state(history)
         except EncodeError:
             data = b""
         if data and len(data) <= limit:

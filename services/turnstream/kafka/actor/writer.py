@@ -73,6 +73,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import InitVar, dataclass, field
 from uuid import UUID
 
 from aiokafka.errors import TransactionalIdAuthorizationFailed
@@ -123,6 +124,7 @@ __all__ = ["PartitionWriter", "WriterSettings", "WriterState", "transactional_id
 _log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False, kw_only=True)
 class PartitionWriter:
     """The single writer of one partition's transactions (see module docstring).
 
@@ -143,54 +145,45 @@ class PartitionWriter:
         on_broken: called once when the writer turns FENCED or FAILED.
     """
 
-    def __init__(
-        self,
-        *,
-        partition: int,
-        clients: KafkaClients,
-        topics: TopicNames,
-        group_id: str,
-        txn_id: str,
-        codec: Codec,
-        metrics: ServiceMetrics,
-        settings: WriterSettings,
-        still_owner: Callable[[], bool],
-        on_broken: Callable[[PartitionWriter], None],
-        traces: TraceContexts | None = None,
-    ) -> None:
-        self.partition = partition
-        self._traces = traces
+    partition: int
+    clients: KafkaClients
+    topics: TopicNames
+    group_id: str
+    txn_id: InitVar[str]
+    codec: Codec
+    metrics: ServiceMetrics
+    settings: WriterSettings
+    still_owner: Callable[[], bool]
+    on_broken: Callable[[PartitionWriter], None]
+    traces: TraceContexts | None = None
+    transactional_id: str = field(init=False)
+    _ledger: CommandOffsets = field(init=False, default_factory=CommandOffsets)
+    _queue: deque[Request] = field(init=False, default_factory=deque)
+    _wake: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+    _state: WriterState = field(init=False, default=WriterState.NEW)
+    _closing: bool = field(init=False, default=False)
+    _last_commit: float = field(init=False, default_factory=time.monotonic)
+    _denial: KafkaAuthorizationError | None = field(init=False, default=None)
+    _txn: TransactionBuilder = field(init=False)
+    _recovery: ProducerRecovery = field(init=False)
+
+    def __post_init__(self, txn_id: str) -> None:
         self.transactional_id = txn_id
-        self._clients = clients
-        self._topics = topics
-        self._group_id = group_id
-        self._codec = codec
-        self._metrics = metrics
-        self._settings = settings
-        self._still_owner = still_owner
-        self._on_broken = on_broken
-        self._ledger = CommandOffsets()
-        self._queue: deque[Request] = deque()
-        self._wake = asyncio.Event()
-        self._state = WriterState.NEW
-        self._closing = False
-        self._last_commit = time.monotonic()
-        self._denial: KafkaAuthorizationError | None = None
         self._txn = TransactionBuilder(
-            partition=partition,
-            topics=topics,
-            group_id=group_id,
-            codec=codec,
-            metrics=metrics,
+            partition=self.partition,
+            topics=self.topics,
+            group_id=self.group_id,
+            codec=self.codec,
+            metrics=self.metrics,
             ledger=self._ledger,
-            state_max_bytes=settings.state_max_bytes,
+            state_max_bytes=self.settings.state_max_bytes,
         )
         self._recovery = ProducerRecovery(
             txn=self._txn,
-            clients=clients,
-            settings=settings,
+            clients=self.clients,
+            settings=self.settings,
             transactional_id=txn_id,
-            still_owner=still_owner,
+            still_owner=self.still_owner,
             is_open=lambda: self._state is WriterState.OPEN,
             broke=self._break,
             note_denial=self._note_denial,
@@ -230,12 +223,12 @@ class PartitionWriter:
         """
         try:
             self._txn.producer = await self._recovery.new_producer(
-                self._settings.start_timeout
+                self.settings.start_timeout
             )
         except TransportError as exc:
             denied = authorization_error(
                 exc.__cause__ or exc,
-                security=self._clients.security,
+                security=self.clients.security,
                 operation=f"start the transactional producer of partition "
                 f"{self.partition}",
                 permission="Write",
@@ -260,7 +253,7 @@ class PartitionWriter:
                 # Cancelled mid-transaction: abort it rather than leave it to
                 # the transaction timeout or the next owner.
                 with contextlib.suppress(Exception):
-                    async with asyncio.timeout(min(self._settings.close_timeout, 2.0)):
+                    async with asyncio.timeout(min(self.settings.close_timeout, 2.0)):
                         await self._txn.producer.abort_transaction()
             self._fail_queued()
             await self._close_producer()
@@ -282,16 +275,16 @@ class PartitionWriter:
             return
         self._state = state
         if state is WriterState.FENCED:
-            self._metrics.fenced += 1
+            self.metrics.fenced += 1
         self._wake.set()
-        self._on_broken(self)
+        self.on_broken(self)
 
     async def _close_producer(self) -> None:
         if self._state is WriterState.OPEN:
             self._state = WriterState.CLOSED
         producer, self._txn.producer = self._txn.producer, None
         if producer is not None:
-            await stop_client(producer, seconds=self._settings.close_timeout)
+            await stop_client(producer, seconds=self.settings.close_timeout)
 
     # --------------------------------------------------------- ledger notes
 
@@ -357,7 +350,7 @@ class PartitionWriter:
         """
         self._check_open()
         payloads = tuple(
-            (self._codec.marshal_event(e), self._event_headers(e)) for e in events
+            (self.codec.marshal_event(e), self._event_headers(e)) for e in events
         )
         resolves = tuple(r for r in (e.reply_to() for e in events) if r is not None)
         return await self._submit(
@@ -431,14 +424,14 @@ class PartitionWriter:
                 self._queue.popleft()  # the caller gave up before we started
             if self._queue:
                 batch: list[Request] = []
-                while self._queue and len(batch) < self._settings.max_group:
+                while self._queue and len(batch) < self.settings.max_group:
                     request = self._queue.popleft()
                     if not request.reply.done():
                         batch.append(request)
                 if batch:
                     return batch
                 continue
-            due = self._last_commit + self._settings.offset_flush_interval
+            due = self._last_commit + self.settings.offset_flush_interval
             if self._ledger.needs_commit() and (
                 self._closing or time.monotonic() >= due
             ):
@@ -458,8 +451,8 @@ class PartitionWriter:
                 continue
 
     async def _commit_group(self, batch: list[Request]) -> None:
-        deadline = time.monotonic() + self._settings.commit_deadline
-        backoff = self._settings.backoff_initial
+        deadline = time.monotonic() + self.settings.commit_deadline
+        backoff = self.settings.backoff_initial
         attempts = 0
         while self._state is WriterState.OPEN:
             batch = [r for r in batch if not r.reply.done()]
@@ -476,7 +469,7 @@ class PartitionWriter:
                 if await self._settle_failure(exc, batch, outcome, deadline, attempts):
                     return
                 await asyncio.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
-                backoff = min(backoff * 2, self._settings.backoff_max)
+                backoff = min(backoff * 2, self.settings.backoff_max)
                 continue
             self._succeed(batch, outcome)
             return
@@ -504,7 +497,7 @@ class PartitionWriter:
             self._succeed(batch, outcome)
             return True
         if self._denial is not None:
-            self._metrics.commit_failures += 1
+            self.metrics.commit_failures += 1
             self._fail(batch, self._denial)
             self._break(WriterState.FAILED)
             return True
@@ -517,7 +510,7 @@ class PartitionWriter:
             return True
         if fault is Fault.PERMANENT or time.monotonic() >= deadline:
             retriable = fault is not Fault.PERMANENT
-            self._metrics.commit_failures += 1
+            self.metrics.commit_failures += 1
             self._fail(
                 batch,
                 CommitFailedError(
@@ -527,7 +520,7 @@ class PartitionWriter:
             if retriable:
                 self._break(WriterState.FAILED)
             return True
-        self._metrics.commit_retries += 1
+        self.metrics.commit_retries += 1
         _log.warning(
             "transaction failed; retrying",
             extra={"partition": self.partition, "exc_type": type(exc).__name__},
@@ -555,7 +548,7 @@ class PartitionWriter:
             return
         denied = authorization_error(
             exc,
-            security=self._clients.security,
+            security=self.clients.security,
             operation=f"commit on partition {self.partition}",
             permission="Write",
             resource=(
@@ -566,7 +559,7 @@ class PartitionWriter:
         )
         assert denied is not None  # noqa: S101 - classify() said DENIED
         self._denial = denied
-        self._metrics.ready = False
+        self.metrics.ready = False
 
     def check_effect_topic(self, topic: str) -> None:
         """Refuse a staged record for one of the topic set's own topics.
@@ -577,7 +570,7 @@ class PartitionWriter:
         Raises:
             EffectError: ``reserved_topic``.
         """
-        topics = self._topics
+        topics = self.topics
         own = {
             topics.commands,
             topics.events,
@@ -591,9 +584,9 @@ class PartitionWriter:
 
     def _event_headers(self, event: EnduringEvent) -> list[tuple[str, bytes]]:
         """The record headers of ``event``: type, schema, and its turn's trace."""
-        headers = self._codec.kafka_headers(event)
-        if self._traces is not None:
-            headers += event_trace_headers(self._traces, event)
+        headers = self.codec.kafka_headers(event)
+        if self.traces is not None:
+            headers += event_trace_headers(self.traces, event)
         return headers
 
     def _succeed(self, batch: list[Request], outcome: Outcome) -> None:
@@ -602,14 +595,14 @@ class PartitionWriter:
         self._ledger.resolve(u for r in batch for u in resolves(r))
         if outcome.offset is not None:
             self._ledger.mark_committed(outcome.offset)
-        self._metrics.commits += 1
+        self.metrics.commits += 1
         if batch:
-            self._metrics.group_sizes[len(batch)] += 1
+            self.metrics.group_sizes[len(batch)] += 1
         for index, request in enumerate(batch):
-            self._metrics.commit_latency.observe(now - request.started)
+            self.metrics.commit_latency.observe(now - request.started)
             written = outcome.states.get(index)
             if isinstance(request, DeadLetter):
-                self._metrics.dead_letters += 1
+                self.metrics.dead_letters += 1
             elif request.on_commit is not None:
                 request.on_commit(written)
             if not request.reply.done():

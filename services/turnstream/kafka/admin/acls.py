@@ -156,16 +156,18 @@ class RoleNames:
     effect_topics: tuple[str, ...] = ()
 
 
-def _topic(
+def _grant(
     principal: str,
     operation: AclOperation,
     name: str,
     pattern: PatternType = PatternType.LITERAL,
+    *,
+    on: ResourceType = ResourceType.TOPIC,
 ) -> Acl:
     return Acl(
         principal=principal,
         operation=operation,
-        resource_type=ResourceType.TOPIC,
+        resource_type=on,
         resource=name,
         pattern=pattern,
     )
@@ -183,68 +185,58 @@ def role_acls(role: Role, principal: str, names: RoleNames) -> tuple[Acl, ...]:
     match role:
         case Role.ACTOR:
             return (
-                _topic(principal, read, t.commands),
-                Acl(
-                    principal=principal,
-                    operation=read,
-                    resource_type=ResourceType.GROUP,
-                    resource=names.group_id,
+                _grant(principal, read, t.commands),
+                _grant(principal, read, names.group_id, on=ResourceType.GROUP),
+                _grant(principal, read, t.events),
+                _grant(principal, read, t.loops),
+                _grant(principal, read, t.history),
+                _grant(principal, write, t.events),
+                _grant(principal, write, t.loops),
+                _grant(principal, write, t.history),
+                _grant(principal, write, t.deltas),
+                _grant(principal, write, t.dead_letters),
+                _grant(
+                    principal,
+                    write,
+                    f"{names.txn_prefix}-{names.group_id}-",
+                    prefixed,
+                    on=ResourceType.TRANSACTIONAL_ID,
                 ),
-                _topic(principal, read, t.events),
-                _topic(principal, read, t.loops),
-                _topic(principal, read, t.history),
-                _topic(principal, write, t.events),
-                _topic(principal, write, t.loops),
-                _topic(principal, write, t.history),
-                _topic(principal, write, t.deltas),
-                _topic(principal, write, t.dead_letters),
-                Acl(
-                    principal=principal,
-                    operation=write,
-                    resource_type=ResourceType.TRANSACTIONAL_ID,
-                    resource=f"{names.txn_prefix}-{names.group_id}-",
-                    pattern=prefixed,
-                ),
-                *(_topic(principal, write, topic) for topic in names.effect_topics),
+                *(_grant(principal, write, topic) for topic in names.effect_topics),
             )
         case Role.CLIENT:
             return (
-                _topic(principal, write, t.commands),
-                _topic(principal, read, t.events),
-                _topic(principal, read, t.deltas),
-                Acl(
-                    principal=principal,
-                    operation=AclOperation.DESCRIBE,
-                    resource_type=ResourceType.GROUP,
-                    resource=names.group_id,
+                _grant(principal, write, t.commands),
+                _grant(principal, read, t.events),
+                _grant(principal, read, t.deltas),
+                _grant(
+                    principal,
+                    AclOperation.DESCRIBE,
+                    names.group_id,
+                    on=ResourceType.GROUP,
                 ),
             )
         case Role.ANALYTICS:
             app = names.analytics_app_id
             return (
-                _topic(principal, read, t.events),
-                Acl(
-                    principal=principal,
-                    operation=read,
-                    resource_type=ResourceType.GROUP,
-                    resource=app,
-                ),
+                _grant(principal, read, t.events),
+                _grant(principal, read, app, on=ResourceType.GROUP),
                 # It only publishes to its output topic (readers of the
                 # snapshots are principals of their own).
                 *(
-                    _topic(principal, operation, names.analytics_topic)
+                    _grant(principal, operation, names.analytics_topic)
                     for operation in (create, write)
                 ),
                 *(
-                    _topic(principal, operation, f"{app}-", prefixed)
+                    _grant(principal, operation, f"{app}-", prefixed)
                     for operation in (create, write, read)
                 ),
-                Acl(
-                    principal=principal,
-                    operation=write,
-                    resource_type=ResourceType.TRANSACTIONAL_ID,
-                    resource=f"{app}-",
-                    pattern=prefixed,
+                _grant(
+                    principal,
+                    write,
+                    f"{app}-",
+                    prefixed,
+                    on=ResourceType.TRANSACTIONAL_ID,
                 ),
             )
     raise AssertionError(role)  # pragma: no cover - the match is exhaustive

@@ -158,14 +158,7 @@ async def topic_overrides(
     )
     overrides: dict[str, str] = {}
     for entry in _resources(responses):
-        code = int(entry["error_code"])
-        if code != 0:
-            error = for_code(code)
-            raise TopicAlterError(
-                topic,
-                f"reading its configs: {error.__name__} ({code})",
-                retriable=bool(error.retriable),
-            )
+        _check_answer(topic, entry, reading=True)
         for config in entry["config_entries"]:
             if "config_source" not in config:
                 raise TopicAlterError(
@@ -204,6 +197,26 @@ def _resources(responses: Iterable[Any]) -> Iterator[dict[str, Any]]:
     # broker asked), each listing its resources.
     for response in responses:
         yield from response.to_object()["resources"]
+
+
+def _check_answer(topic: str, entry: Mapping[str, Any], *, reading: bool) -> None:
+    """Raise :class:`TopicAlterError` if the broker refused ``topic``'s resource.
+
+    ``reading``: the answer to reading its configs, else to altering them (which
+    carries the broker's message).
+    """
+    code = int(entry["error_code"])
+    if code == 0:
+        return
+    error = for_code(code)
+    refusal = f"{error.__name__} ({code})"
+    raise TopicAlterError(
+        topic,
+        f"reading its configs: {refusal}"
+        if reading
+        else f"{refusal}: {entry['error_message'] or 'no detail'}",
+        retriable=bool(error.retriable),
+    )
 
 
 def _describe_error(topic: str, code: int) -> TransportError:
@@ -284,14 +297,7 @@ async def alter_topic_configs(
         operation=f"alter configs of topic {topic}",
     )
     for entry in _resources(responses):
-        code = int(entry["error_code"])
-        if code != 0:
-            error = for_code(code)
-            raise TopicAlterError(
-                topic,
-                f"{error.__name__} ({code}): {entry['error_message'] or 'no detail'}",
-                retriable=bool(error.retriable),
-            )
+        _check_answer(topic, entry, reading=False)
     await _confirm(admin, conn, topic, merged)
     return merged
 

@@ -28,6 +28,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 from uuid import UUID
 
@@ -179,6 +180,7 @@ class HubStream:
         await self.close()
 
 
+@dataclass(eq=False, kw_only=True)
 class StreamHub:
     """One consumer per topic for every stream of the process (module docstring).
 
@@ -186,25 +188,19 @@ class StreamHub:
     :meth:`close`.
     """
 
-    def __init__(
-        self,
-        *,
-        clients: KafkaClients,
-        codec: Codec,
-        topics: TopicNames,
-        queue: int = DEFAULT_STREAM_QUEUE,
-    ) -> None:
-        self._clients = clients
-        self._codec = codec
-        self._topics = topics
-        self._queue = queue
-        self._partitions = 0
-        self._streams: dict[UUID, set[HubStream]] = {}
-        self._next: dict[str, dict[int, int]] = {"e": {}, "d": {}}
-        self._consumers: dict[str, Any] = {}
-        self._tasks: list[asyncio.Task[None]] = []
-        self._deltas_read = asyncio.Event()
-        self.undecodable = 0
+    clients: KafkaClients
+    codec: Codec
+    topics: TopicNames
+    queue: int = DEFAULT_STREAM_QUEUE
+    _partitions: int = field(init=False, default=0)
+    _streams: dict[UUID, set[HubStream]] = field(init=False, default_factory=dict)
+    _next: dict[str, dict[int, int]] = field(
+        init=False, default_factory=lambda: {"e": {}, "d": {}}
+    )
+    _consumers: dict[str, Any] = field(init=False, default_factory=dict)
+    _tasks: list[asyncio.Task[None]] = field(init=False, default_factory=list)
+    _deltas_read: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+    undecodable: int = field(init=False, default=0)
 
     @property
     def streams(self) -> int:
@@ -230,17 +226,17 @@ class StreamHub:
             ConfigError: a topic does not exist.
             TransportError: Kafka could not be reached in time.
         """
-        topics = (self._topics.events, self._topics.deltas)
+        topics = (self.topics.events, self.topics.deltas)
         counts = await partition_counts(
-            self._clients, topics, {t: "Read" for t in topics}
+            self.clients, topics, {t: "Read" for t in topics}
         )
-        self._partitions = counts[self._topics.events]
-        seconds = self._clients.connection.connect_timeout
+        self._partitions = counts[self.topics.events]
+        seconds = self.clients.connection.connect_timeout
         for kind, topic, committed in (
-            ("d", self._topics.deltas, False),
-            ("e", self._topics.events, True),
+            ("d", self.topics.deltas, False),
+            ("e", self.topics.events, True),
         ):
-            consumer = self._clients.consumer(
+            consumer = self.clients.consumer(
                 "hub",
                 read_committed=committed,
                 auto_offset_reset="latest",
@@ -249,14 +245,14 @@ class StreamHub:
                 # aiokafka's default 500 ms before committed events show.
                 fetch_max_wait_ms=_FETCH_MS,
             )
-            await self._clients.start(
+            await self.clients.start(
                 consumer, operation="start stream hub", seconds=seconds
             )
             self._consumers[kind] = consumer
             assigned = [TopicPartition(topic, p) for p in range(counts[topic])]
             consumer.assign(assigned)
             try:
-                async with asyncio.timeout(self._clients.connection.request_timeout):
+                async with asyncio.timeout(self.clients.connection.request_timeout):
                     await consumer.seek_to_end(*assigned)
                     for tp in assigned:
                         self._next[kind][tp.partition] = int(
@@ -277,7 +273,7 @@ class StreamHub:
         for streams in list(self._streams.values()):
             for stream in list(streams):
                 await stream.close()
-        seconds = self._clients.connection.request_timeout
+        seconds = self.clients.connection.request_timeout
         for consumer in self._consumers.values():
             await stop_client(consumer, seconds=seconds)
         self._consumers = {}
@@ -305,9 +301,9 @@ class StreamHub:
             start = after
         elif turn_start:
             start, min_turn = await start_cursor(
-                self._clients,
-                self._codec,
-                self._topics,
+                self.clients,
+                self.codec,
+                self.topics,
                 loop_id,
                 partition,
                 turn_start=True,
@@ -320,15 +316,15 @@ class StreamHub:
         catch_up = None
         if start.events < here.events or start.deltas < here.deltas:
             catch_up = Attachment(
-                clients=self._clients,
-                codec=self._codec,
-                topics=self._topics,
+                clients=self.clients,
+                codec=self.codec,
+                topics=self.topics,
                 loop_id=loop_id,
                 start=start,
                 min_turn_index=min_turn,
                 until=(max(start.events, here.events), max(start.deltas, here.deltas)),
             )
-        stream = HubStream(self, loop_id, start, catch_up, queue or self._queue)
+        stream = HubStream(self, loop_id, start, catch_up, queue or self.queue)
         # Registered before any await: every hub item after ``here`` reaches it.
         self._streams.setdefault(loop_id, set()).add(stream)
         if catch_up is not None:
@@ -352,9 +348,9 @@ class StreamHub:
     async def _pump(self, kind: Literal["e", "d"]) -> None:
         consumer = self._consumers[kind]
         decode: Callable[[bytes], AnyEvent] = (
-            self._codec.unmarshal_event
+            self.codec.unmarshal_event
             if kind == "e"
-            else self._codec.unmarshal_ephemeral
+            else self.codec.unmarshal_ephemeral
         )
         positions = self._next[kind]
         while True:
@@ -376,7 +372,7 @@ class StreamHub:
     def _read_failed(self, exc: BaseException) -> None:
         denied = authorization_error(
             exc,
-            security=self._clients.security,
+            security=self.clients.security,
             operation="read the streams",
             permission="Read",
         )
@@ -419,9 +415,9 @@ class StreamHub:
         the journal batch is handed out anyway.
         """
         consumer = self._consumers["d"]
-        tps = [TopicPartition(self._topics.deltas, p) for p in range(self._partitions)]
+        tps = [TopicPartition(self.topics.deltas, p) for p in range(self._partitions)]
         try:
-            async with asyncio.timeout(self._clients.connection.request_timeout):
+            async with asyncio.timeout(self.clients.connection.request_timeout):
                 ends = await consumer.end_offsets(tps)
                 while any(
                     self._next["d"][tp.partition] < int(end) for tp, end in ends.items()

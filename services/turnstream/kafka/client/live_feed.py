@@ -18,6 +18,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
@@ -66,27 +67,20 @@ class RecentLoops(Generic[K]):
         return {key for key, loop in self._loops.items() if loop == loop_id}
 
 
+@dataclass(eq=False, kw_only=True)
 class LiveFeed:
     """The live readers of one session and its subscriptions (see module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        clients: KafkaClients,
-        topics: TopicNames,
-        codec: Codec,
-        capacity: int,
-    ) -> None:
-        self._clients = clients
-        self._topics = topics
-        self._codec = codec
-        self._capacity = capacity
-        self._readers: list[Any] = []
-        self._tasks: list[asyncio.Task[None]] = []
-        self._subscriptions: list[Subscription] = []
-        self._positions: LivePositions | None = None
-        self.gates: RecentLoops[UUID] = RecentLoops()
-        self.undecodable = 0
+    clients: KafkaClients
+    topics: TopicNames
+    codec: Codec
+    capacity: int
+    _readers: list[Any] = field(init=False, default_factory=list)
+    _tasks: list[asyncio.Task[None]] = field(init=False, default_factory=list)
+    _subscriptions: list[Subscription] = field(init=False, default_factory=list)
+    _positions: LivePositions | None = field(init=False, default=None)
+    gates: RecentLoops[UUID] = field(init=False, default_factory=RecentLoops)
+    undecodable: int = field(init=False, default=0)
 
     async def start(self, counts: dict[str, int]) -> None:
         """Start both readers at the topics' ends, then their pump tasks.
@@ -95,25 +89,25 @@ class LiveFeed:
             KafkaAuthorizationError: an ACL denies Read on a topic.
             TransportError: Kafka could not be reached in time.
         """
-        seconds = self._clients.connection.connect_timeout
-        positions = LivePositions(counts[self._topics.events])
+        seconds = self.clients.connection.connect_timeout
+        positions = LivePositions(counts[self.topics.events])
         kinds: tuple[tuple[str, bool, Callable[[bytes], AnyEvent], Kind], ...] = (
-            (self._topics.events, True, self._codec.unmarshal_event, "e"),
-            (self._topics.deltas, False, self._codec.unmarshal_ephemeral, "d"),
+            (self.topics.events, True, self.codec.unmarshal_event, "e"),
+            (self.topics.deltas, False, self.codec.unmarshal_ephemeral, "d"),
         )
         pumps: list[tuple[Any, Callable[[bytes], AnyEvent], Kind, str]] = []
         for topic, committed, decode, kind in kinds:
-            reader = self._clients.consumer(
+            reader = self.clients.consumer(
                 "live", read_committed=committed, auto_offset_reset="latest"
             )
-            await self._clients.start(
+            await self.clients.start(
                 reader, operation="start live reader", seconds=seconds
             )
             self._readers.append(reader)
             assigned = [TopicPartition(topic, p) for p in range(counts[topic])]
             reader.assign(assigned)
             try:
-                async with asyncio.timeout(self._clients.connection.request_timeout):
+                async with asyncio.timeout(self.clients.connection.request_timeout):
                     await reader.seek_to_end(*assigned)
                     for tp in assigned:  # resolve the positions now: live from here
                         positions.start(
@@ -122,7 +116,7 @@ class LiveFeed:
             except (TimeoutError, KafkaError) as exc:
                 denied = authorization_error(
                     exc,
-                    security=self._clients.security,
+                    security=self.clients.security,
                     operation=f"read {topic}",
                     permission="Read",
                     resource=topic,
@@ -144,7 +138,7 @@ class LiveFeed:
         await cancel_and_wait(self._tasks)
         for subscription in self._subscriptions:
             subscription.end()
-        seconds = self._clients.connection.request_timeout
+        seconds = self.clients.connection.request_timeout
         for reader in self._readers:
             await stop_client(reader, seconds=seconds)
 
@@ -153,7 +147,7 @@ class LiveFeed:
     ) -> CursorSubscription:
         """A subscription to every event read from now on (see the session's)."""
         subscription = CursorSubscription(
-            event_filter, capacity or self._capacity, self._positions
+            event_filter, capacity or self.capacity, self._positions
         )
         self._subscriptions.append(subscription)
         return subscription

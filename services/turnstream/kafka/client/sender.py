@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.errors import (
@@ -55,25 +56,17 @@ def record_size(value: bytes, key: bytes, headers: Sequence[tuple[str, bytes]]) 
     return len(value) + len(key) + header_bytes + COMMAND_RECORD_OVERHEAD
 
 
+@dataclass(eq=False, kw_only=True)
 class CommandSender:
     """The commands producer of one session (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        clients: KafkaClients,
-        topic: str,
-        codec: Codec,
-        partitions: int,
-        max_command_bytes: int,
-    ) -> None:
-        self._clients = clients
-        self._topic = topic
-        self._codec = codec
-        self._partitions = partitions
-        self._max_command_bytes = max_command_bytes
-        self._producer: Any = None
-        self._broken = False
+    clients: KafkaClients
+    topic: str
+    codec: Codec
+    partitions: int
+    max_command_bytes: int
+    _producer: Any = field(init=False, default=None)
+    _broken: bool = field(init=False, default=False)
 
     @property
     def started(self) -> bool:
@@ -82,8 +75,8 @@ class CommandSender:
 
     async def _started_producer(self) -> Any:
         """A new idempotent producer, started (``TransportError`` if not)."""
-        producer = self._clients.idempotent_producer("session")
-        await self._clients.start(producer, operation="start producer")
+        producer = self.clients.idempotent_producer("session")
+        await self.clients.start(producer, operation="start producer")
         return producer
 
     async def start(self) -> None:
@@ -100,17 +93,17 @@ class CommandSender:
             # Write on some topic: name the one it writes, not the cluster.
             denied = authorization_error(
                 exc.__cause__ or exc,
-                security=self._clients.security,
+                security=self.clients.security,
                 operation="start the commands producer",
                 permission="Write",
-                resource=self._topic,
+                resource=self.topic,
             )
             if denied is not None and denied.resource_type == "Cluster":
                 denied = KafkaAuthorizationError(
                     principal=denied.principal,
                     permission="Write",
                     resource_type="Topic",
-                    resource=self._topic,
+                    resource=self.topic,
                     operation="start the commands producer",
                 )
             if denied is not None:
@@ -121,9 +114,7 @@ class CommandSender:
         """Stop the producer (bounded by the request timeout)."""
         producer, self._producer = self._producer, None
         if producer is not None:
-            await stop_client(
-                producer, seconds=self._clients.connection.request_timeout
-            )
+            await stop_client(producer, seconds=self.clients.connection.request_timeout)
 
     async def _renew(self) -> None:
         """Replace a producer whose sequence state broke (see :meth:`send`).
@@ -138,7 +129,7 @@ class CommandSender:
         old, self._producer = self._producer, producer
         self._broken = False
         if old is not None:
-            await stop_client(old, seconds=self._clients.connection.connect_timeout)
+            await stop_client(old, seconds=self.clients.connection.connect_timeout)
         _log.info("commands producer renewed after a sequence error")
 
     async def send(
@@ -151,26 +142,26 @@ class CommandSender:
         """
         if self._broken:
             await self._renew()
-        value = self._codec.marshal_command(command)
+        value = self.codec.marshal_command(command)
         key = loop_key(command.loop_id)
-        headers = self._codec.kafka_headers(command)
+        headers = self.codec.kafka_headers(command)
         if traceparent is not None:
             headers.append((TRACEPARENT, traceparent.encode("ascii")))
         size = record_size(value, key, headers)
-        if size > self._max_command_bytes:
+        if size > self.max_command_bytes:
             raise CommandTooLargeError(
                 command.command_id,
                 command.loop_id,
                 size=size,
-                limit=self._max_command_bytes,
+                limit=self.max_command_bytes,
             )
         try:
-            async with asyncio.timeout(self._clients.connection.request_timeout):
+            async with asyncio.timeout(self.clients.connection.request_timeout):
                 await self._producer.send_and_wait(
-                    self._topic,
+                    self.topic,
                     value,
                     key=key,
-                    partition=partition_for(key, self._partitions),
+                    partition=partition_for(key, self.partitions),
                     headers=headers,
                 )
         except (MessageSizeTooLargeError, RecordTooLargeError) as exc:
@@ -182,10 +173,10 @@ class CommandSender:
         except (TimeoutError, KafkaError) as exc:
             denied = authorization_error(
                 exc,
-                security=self._clients.security,
+                security=self.clients.security,
                 operation="send a command",
                 permission="Write",
-                resource=self._topic,
+                resource=self.topic,
             )
             if denied is not None:  # refused, not lost: it never arrives
                 raise denied from exc
