@@ -287,7 +287,7 @@ class ScriptTimeoutError(Exception):
         super().__init__(f"timed out after {seconds:g} s waiting for {waiting_for}")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class _Driver:
     session: ScriptSession
     loop_id: LoopId

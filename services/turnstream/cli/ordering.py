@@ -53,7 +53,7 @@ def _settles(event: AnyEvent) -> bool:
     return isinstance(event, StepDone) or event.ends_turn()
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, repr=False, kw_only=True)
 class LiveOrder:
     """Reorders a merged live feed per turn (see the module docstring).
 

@@ -131,7 +131,7 @@ class LoopDirectory:
             self._owners.popitem(last=False)
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, repr=False, kw_only=True)
 class Backend:
     """The Kafka clients of one gateway process (start with :meth:`connect`)."""
 

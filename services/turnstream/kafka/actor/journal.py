@@ -106,7 +106,7 @@ class _LoopView:
     history_records: int = 0
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, repr=False, kw_only=True)
 class PartitionJournal:
     """The ``Journal`` port for the loops whose commands land on one partition.
 

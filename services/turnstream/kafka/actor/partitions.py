@@ -42,7 +42,7 @@ __all__ = ["OwnedPartitions"]
 _log = logging.getLogger(SERVICE_LOG)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class OwnedPartitions:
     """The service's partition runners, kept in step with the group's assignment.
 

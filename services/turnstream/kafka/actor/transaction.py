@@ -138,7 +138,7 @@ class Mispredicted(Exception):
     """The events did not land on the predicted offsets: write them again."""
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, repr=False, kw_only=True)
 class TransactionBuilder:
     """The partition's transactional producer and the body of its transactions.
 

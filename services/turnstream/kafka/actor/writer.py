@@ -124,7 +124,7 @@ __all__ = ["PartitionWriter", "WriterSettings", "WriterState", "transactional_id
 _log = logging.getLogger(__name__)
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, repr=False, kw_only=True)
 class PartitionWriter:
     """The single writer of one partition's transactions (see module docstring).
 

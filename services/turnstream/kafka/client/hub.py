@@ -180,7 +180,7 @@ class HubStream:
         await self.close()
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, repr=False, kw_only=True)
 class StreamHub:
     """One consumer per topic for every stream of the process (module docstring).
 

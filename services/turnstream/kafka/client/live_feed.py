@@ -67,7 +67,7 @@ class RecentLoops(Generic[K]):
         return {key for key, loop in self._loops.items() if loop == loop_id}
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, repr=False, kw_only=True)
 class LiveFeed:
     """The live readers of one session and its subscriptions (see module docstring)."""
 

@@ -56,7 +56,7 @@ def record_size(value: bytes, key: bytes, headers: Sequence[tuple[str, bytes]]) 
     return len(value) + len(key) + header_bytes + COMMAND_RECORD_OVERHEAD
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False, repr=False, kw_only=True)
 class CommandSender:
     """The commands producer of one session (see the module docstring)."""
 
