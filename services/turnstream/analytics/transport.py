@@ -1,6 +1,6 @@
 """faust fixes the analytics workers need: read_committed, no lost records, clean stops.
 
-Owns :func:`install_faust_fixes`, which puts six corrections to
+Owns :func:`install_faust_fixes`, which puts seven corrections to
 faust-streaming 0.15.3 on an app (each measured against the real broker; see
 docs/analytics.md, "Known faust issues"), and :func:`adopt_partition_count`,
 which reads a source topic's partition count from the broker so tables
@@ -27,6 +27,10 @@ co-partition with it:
   consumer's stop (see ``_FixedConsumer.on_stop``).
 * **Drain the producer buffer before a commit** (see
   ``_FixedConsumer._commit_offsets``).
+* **Close every Kafka client.** A transactional client whose start a stop cut
+  short is in no faust table, and the table itself is shared by the class;
+  the producer keeps each client it makes and the worker's stop closes them
+  all (see ``_FixedProducer.close_clients``).
 * **Keep queued records when flow resumes.** faust resumes flow twice after
   a rebalance (for table recovery, then for the streams) and every resume
   empties the agents' input queues, so a record delivered between the two
