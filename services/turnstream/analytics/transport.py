@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from faust.exceptions import NotReady
@@ -288,6 +288,43 @@ class _DrainableBuffer(ProducerBuffer):
             await self._progress.wait()
 
 
+# aiokafka's producer class, reached through faust's driver (only kafka/
+# imports aiokafka).
+_KafkaProducer: Any = faust_aiokafka.aiokafka.AIOKafkaProducer  # type: ignore[attr-defined]
+
+
+class _DenialNotingClient(_KafkaProducer):  # type: ignore[misc]
+    """aiokafka's producer, reporting what its transaction calls are refused.
+
+    A topic the ACL refuses to a transaction (AddPartitionsToTxn) fails the
+    transaction, not the send: the send's delivery never completes, the
+    commit raises the refusal, and faust only logs what its commit raised;
+    the worker then crashed on the broken transaction's ``IllegalOperation``.
+    """
+
+    on_refusal: Callable[[BaseException], None] | None = None
+
+    async def _noting(self, call: Awaitable[Any]) -> Any:
+        try:
+            return await call
+        except Exception as exc:
+            if self.on_refusal is not None:
+                self.on_refusal(exc)
+            raise
+
+    async def begin_transaction(self) -> None:
+        await self._noting(super().begin_transaction())
+
+    async def commit_transaction(self) -> None:
+        await self._noting(super().commit_transaction())
+
+    async def abort_transaction(self) -> None:
+        await self._noting(super().abort_transaction())
+
+    async def send_offsets_to_transaction(self, offsets: Any, group_id: str) -> None:
+        await self._noting(super().send_offsets_to_transaction(offsets, group_id))
+
+
 class _FixedProducer(faust_aiokafka.Producer):
     """faust's producer with the drainable buffer, and that notices a denied send.
 
@@ -326,8 +363,13 @@ class _FixedProducer(faust_aiokafka.Producer):
             c for c in self._clients if getattr(c, "_closed", None) is not True
         ]
         client = super()._new_producer(transactional_id=transactional_id)
+        client.on_refusal = self._note
         self._clients.append(client)
         return client
+
+    @property
+    def _producer_type(self) -> type[Any]:
+        return _DenialNotingClient
 
     async def close_clients(self, seconds_each: float) -> None:
         """Close every Kafka client this producer made; none is made after.

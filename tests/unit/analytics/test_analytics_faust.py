@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiokafka.errors import TopicAuthorizationFailedError
 from faust.exceptions import NotReady
 from faust.serializers import codecs as faust_codecs
 from mode.utils.queues import FlowControlQueue
@@ -25,6 +26,7 @@ from turnstream.analytics.codecs import (
     Undecodable,
     register_codecs,
 )
+from turnstream.analytics.errors import WorkerDeniedError, stopped_error
 from turnstream.analytics.sample import LoopPlan, TurnPlan, build_journal
 from turnstream.analytics.settings import AnalyticsSettings
 from turnstream.analytics.transport import _DrainableBuffer
@@ -292,3 +294,27 @@ def test_transactional_clients_are_not_shared_between_producers(tmp_path: Path) 
     assert (
         producers[0]._transaction_producers is not producers[1]._transaction_producers
     )
+
+
+async def test_a_topic_refused_inside_a_transaction_is_noted_as_a_denial(
+    analytics_app: AnalyticsApp,
+) -> None:
+    """A topic the ACL refuses to a transaction (AddPartitionsToTxn) fails the
+    commit, not the send: the send's delivery never completes, and faust only
+    logs what its commit raised. The worker must still stop naming Write on
+    that topic, not crash later on the broken transaction's IllegalOperation."""
+    producer = analytics_app.faust_app.producer
+    client = producer._new_producer(transactional_id="unit-txn")
+    refused = TopicAuthorizationFailedError({"unit-out"})
+    client._txn_manager.set_pid_and_epoch(1, 0)  # as after InitProducerId
+    client._txn_manager.begin_transaction()
+    client._txn_manager.error_transaction(refused)
+
+    with pytest.raises(TopicAuthorizationFailedError):
+        await client.commit_transaction()
+
+    assert producer.denial.is_set()
+    stopped = stopped_error(producer.denied)
+    assert isinstance(stopped, WorkerDeniedError)
+    assert (stopped.permission, stopped.resource) == ("Write", "unit-out")
+    await analytics_app.stop(seconds=1.0)
