@@ -172,7 +172,13 @@ async def test_live_trace_of_a_turn_and_traceparent_on_its_events(
     _check_tree(view, client_span)
     (turn,) = view.named("invoke_agent")
     assert view.tag(turn, "turnstream.turn.outcome") == "completed"
-    # The events carry the trace: the span that committed each names it.
+    _check_event_headers(entries, trace_id, client_span)
+
+
+def _check_event_headers(
+    entries: list[JournalEntry], trace_id: int, client_span: int
+) -> None:
+    """The turn's events carry its trace: the span that committed each names it."""
     client = f"00-{trace_id:032x}-{client_span:016x}-01".encode()
     traced = [e for e in entries if e.event.header.turn_id is not None]
     assert traced
@@ -275,7 +281,7 @@ async def test_trace_rebuilt_from_the_journal_after_kill_nine(  # noqa: PLR0917 
 
             await assert_eventually(held, timeout=60, interval=0.2)
             await fleet.kill(owner)  # SIGKILL while step 3's call holds
-            await _ended(kafka_bootstrap, topics, loop_id, fleet)
+            entries = await _ended(kafka_bootstrap, topics, loop_id, fleet)
             printed = await _export(prefix, kafka_bootstrap, jaeger, loop_id)
         finally:
             await fleet.close()
@@ -284,3 +290,5 @@ async def test_trace_rebuilt_from_the_journal_after_kill_nine(  # noqa: PLR0917 
     _check_tree(view, client_span)
     (turn,) = view.named("invoke_agent")
     assert view.tag(turn, "turnstream.turn.outcome") == outcome
+    # The standby's records of the turn stay in the submit's trace too.
+    _check_event_headers(entries, trace_id, client_span)

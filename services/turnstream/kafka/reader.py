@@ -49,6 +49,7 @@ from turnstream.kafka.records import (
     parse_loop_key,
 )
 from turnstream.kafka.state_records import assemble, parse_history_key
+from turnstream.runtime.tracing import TRACE_ORIGIN
 from turnstream.state import LoopState
 from turnstream.wire import Codec
 
@@ -259,6 +260,7 @@ class StateIndex:
         "_codec",
         "_fetch",
         "_history",
+        "_origins",
         "_records",
         "_tail",
         "_unpositioned",
@@ -280,6 +282,8 @@ class StateIndex:
         self._whole: set[UUID] = set()
         self._tail: set[UUID] = set()
         self._unreadable: set[UUID] = set()
+        # The carried ``traceparent`` of the open turn a head names, if any.
+        self._origins: dict[UUID, bytes] = {}
         self.end_offset = end_offset
 
     @classmethod
@@ -300,6 +304,7 @@ class StateIndex:
         hint: bytes | None,
         *,
         positioned: bool = False,
+        trace_origin: bytes | None = None,
     ) -> None:
         """Take one head record of the partition (later records win).
 
@@ -309,9 +314,15 @@ class StateIndex:
             hint: the record's ``ts-restore`` header (``None``: absent).
             positioned: the record's ``ts-history`` header says its history
                 records are found by the offsets it names.
+            trace_origin: the record's ``ts-trace-origin`` header: the
+                ``traceparent`` the submit of its open turn carried.
         """
         self._unreadable.discard(loop_id)
         self._whole.discard(loop_id)
+        if trace_origin is None:
+            self._origins.pop(loop_id, None)
+        else:
+            self._origins[loop_id] = trace_origin
         if value is None:  # the loop was deleted: its history goes too
             self._records.pop(loop_id, None)
             self._history.pop(loop_id, None)
@@ -329,6 +340,10 @@ class StateIndex:
             self._tail.add(loop_id)
         else:
             self._classify(loop_id, value)
+
+    def take_trace_origin(self, loop_id: UUID) -> bytes | None:
+        """The carried ``traceparent`` of the open turn of ``loop_id``'s head, once."""
+        return self._origins.pop(loop_id, None)
 
     @property
     def unpositioned(self) -> frozenset[UUID]:
@@ -477,17 +492,24 @@ def restore_hint(state: LoopState) -> bytes:
     return RESTORE_SNAPSHOT
 
 
-def head_headers(codec: Codec, head: LoopState) -> list[tuple[str, bytes]]:
+def head_headers(
+    codec: Codec, head: LoopState, trace_origin: str | None = None
+) -> list[tuple[str, bytes]]:
     """The headers of a head record, as the partition writer sends them.
 
-    The codec's, how a takeover restores the loop (``ts-restore``), and that
-    the head names its history records' offsets (``ts-history``).
+    The codec's, how a takeover restores the loop (``ts-restore``), that the
+    head names its history records' offsets (``ts-history``), and, for an
+    open turn whose submit carried one, that ``traceparent``
+    (``ts-trace-origin``): the next owner's spans of the turn join its trace.
     """
-    return [
+    headers = [
         *codec.kafka_headers(head),
         (STATE_RESTORE, restore_hint(head)),
         (STATE_HISTORY, HISTORY_POSITIONED),
     ]
+    if trace_origin is not None and head.open_turn is not None:
+        headers.append((TRACE_ORIGIN, trace_origin.encode("ascii")))
+    return headers
 
 
 def _header(record: Any, name: str) -> bytes | None:
@@ -671,6 +693,7 @@ async def read_state_index(
                 record.value,
                 _header(record, STATE_RESTORE),
                 positioned=_header(record, STATE_HISTORY) == HISTORY_POSITIONED,
+                trace_origin=_header(record, TRACE_ORIGIN),
             )
         return True
 

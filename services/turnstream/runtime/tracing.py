@@ -41,8 +41,9 @@ __all__ = [
 TRACEPARENT = "traceparent"
 """The W3C header name, on command and event records alike."""
 TRACE_ORIGIN = "ts-trace-origin"
-"""On ``TurnStarted`` only: the ``traceparent`` its submit carried (the turn
-span's own parent, which a journal reader cannot learn otherwise)."""
+"""On ``TurnStarted``: the ``traceparent`` its submit carried (the turn span's
+own parent, which a journal reader cannot learn otherwise); on the head record
+of a loop whose open turn's submit carried one, for the loop's next owner."""
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _MAX_ID = (1 << 64) - 1
@@ -99,6 +100,11 @@ class TurnTrace:
     parent_span_id: int
     sampled: bool
     origin: str | None = None
+
+    @classmethod
+    def carried(cls, context: TraceContext) -> TurnTrace:
+        """The trace of a turn whose submit carried ``context``."""
+        return cls(context.trace_id, context.span_id, context.sampled, context.header())
 
     def child(self, span_id: int) -> str:
         """The ``traceparent`` of a record made by span ``span_id``."""
@@ -202,18 +208,19 @@ class TraceContexts:
         if command_id is not None and self._commands:
             carried = self._commands.pop(command_id, None)
         if carried is not None:
-            trace = TurnTrace(
-                carried.trace_id, carried.span_id, carried.sampled, carried.header()
-            )
+            trace = TurnTrace.carried(carried)
         elif self.sampler is not None:
             trace_id = trace_id_for(turn_id)
             trace = TurnTrace(trace_id, 0, self.sampler(trace_id))
         else:
             return None  # tracing off and nothing carried: nothing to keep
+        self._keep(turn_id, trace)
+        return trace
+
+    def _keep(self, turn_id: UUID, trace: TurnTrace) -> None:
         self._turns[turn_id] = trace
         if len(self._turns) > self._capacity:
             self._turns.popitem(last=False)
-        return trace
 
     def turn(self, turn_id: UUID) -> TurnTrace | None:
         """The trace of an open turn (opened here on first sight: a resumed one)."""
@@ -221,6 +228,23 @@ class TraceContexts:
         if trace is not None or self.sampler is None:
             return trace
         return self.open_turn(turn_id, None)
+
+    def origin(self, turn_id: UUID) -> str | None:
+        """The ``traceparent`` the submit of a turn kept here carried, if any."""
+        trace = self._turns.get(turn_id)
+        return None if trace is None else trace.origin
+
+    def adopt(self, turn_id: UUID, origin: bytes | str | None) -> None:
+        """Take over an open turn whose submit carried ``origin`` (a takeover).
+
+        The owner that started the turn recorded its submit's ``traceparent``
+        with the loop's state; the turn's later spans and records join that
+        trace here too. A turn already known here, or a malformed or absent
+        ``origin``, is left as it is.
+        """
+        carried = TraceContext.parse(origin)
+        if carried is not None and turn_id not in self._turns:
+            self._keep(turn_id, TurnTrace.carried(carried))
 
 
 def event_trace_headers(

@@ -258,3 +258,27 @@ async def test_state_index_missing_fetched_records_make_the_loop_a_replay() -> N
     )
     assert await index.load(loop_id) is None
     assert index.unreadable == frozenset({loop_id})
+
+
+def test_state_index_keeps_the_latest_heads_trace_origin_once() -> None:
+    """The carried ``traceparent`` on an open turn's head is handed out once;
+    a later head without one (or a tombstone) drops an earlier one."""
+    codec = default_codec()
+    index = StateIndex(codec)
+    kept, dropped, deleted = uuid4(), uuid4(), uuid4()
+    for loop_id in (kept, dropped, deleted):
+        value = state(loop_id, open_turn=True)
+        index.put(
+            loop_id,
+            codec.marshal_state(value),
+            restore_hint(value),
+            trace_origin=b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+    later = state(dropped, turns=2, open_turn=True)
+    index.put(dropped, codec.marshal_state(later), restore_hint(later))
+    index.put(deleted, None, None)
+
+    assert index.take_trace_origin(kept) is not None
+    assert index.take_trace_origin(kept) is None
+    assert index.take_trace_origin(dropped) is None
+    assert index.take_trace_origin(deleted) is None

@@ -129,6 +129,38 @@ def test_carried_context_reaches_the_turns_event_headers() -> None:
     assert ended == {TRACEPARENT: started[TRACEPARENT]}
 
 
+def test_an_adopted_turn_keeps_the_carried_trace_on_its_next_owner() -> None:
+    """The origin the first owner kept for an open turn puts the next
+    owner's records of that turn in the submit's trace, tracing on or off."""
+    turn_id, step_id = uuid4(), uuid4()
+    first = TraceContexts()
+    carried = TraceContext.parse(CARRIED)
+    assert carried is not None
+    command_id = uuid4()
+    first.remember(command_id, carried)
+    first.open_turn(turn_id, command_id)
+    origin = first.origin(turn_id)
+    assert origin == CARRIED
+    for sampler in (None, ratio_sampler(1.0)):
+        second = TraceContexts(sampler)
+        second.adopt(turn_id, origin.encode())
+        step = dict(event_trace_headers(second, _step(turn_id, step_id)))
+        trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+        maker = span_id_for("step", step_id)
+        assert step == {TRACEPARENT: f"00-{trace}-{maker:016x}-01".encode()}
+
+
+def test_adopt_leaves_a_known_turn_and_a_bad_origin_alone() -> None:
+    traces = TraceContexts(ratio_sampler(1.0))
+    known, other = uuid4(), uuid4()
+    own = traces.open_turn(known, None)
+    traces.adopt(known, CARRIED)
+    traces.adopt(other, b"not-a-traceparent")
+    assert traces.turn(known) == own
+    assert traces.origin(other) is None
+    assert traces.turn(other) == traces.open_turn(other, None)  # derived, as before
+
+
 def test_no_context_and_tracing_off_adds_no_header() -> None:
     traces = TraceContexts()
     turn_id = uuid4()

@@ -315,6 +315,11 @@ class PartitionJournal:
         if view is not None:
             return Recovery(view.base, tuple(view.unfolded))
         snapshot = await self.snapshots.load(loop_id)
+        origin = self.snapshots.take_trace_origin(loop_id)
+        if snapshot is not None and snapshot.open_turn is not None:
+            traces = self.writer.traces
+            if traces is not None:
+                traces.adopt(snapshot.open_turn.turn_id, origin)
         if snapshot is not None and snapshot.journal_offset >= 0:
             if snapshot.open_turn is None:
                 events: list[EnduringEvent] = []

@@ -47,6 +47,7 @@ from turnstream.kafka.state_records import (
 )
 from turnstream.kafka.topology import TopicNames
 from turnstream.runtime.effects import StagedRecord
+from turnstream.runtime.tracing import TraceContexts
 from turnstream.state import LoopState
 from turnstream.wire import Codec, EncodeError
 
@@ -150,6 +151,8 @@ class TransactionBuilder:
         metrics: counters to update.
         ledger: the partition's command-offset ledger.
         state_max_bytes: a larger history record is replaced by a marker.
+        traces: the carried trace contexts of open turns, recorded on the
+            heads of their loops for the next owner (``None``: none kept).
     """
 
     partition: int
@@ -159,6 +162,7 @@ class TransactionBuilder:
     metrics: ServiceMetrics
     ledger: CommandOffsets
     state_max_bytes: int
+    traces: TraceContexts | None = None
     producer: Any = field(init=False, default=None)
     """The transactional producer (``None``: not started, or being rebuilt)."""
     phase: Phase = field(init=False, default=Phase.IDLE)
@@ -170,6 +174,12 @@ class TransactionBuilder:
     def __post_init__(self) -> None:
         self._commands_tp = TopicPartition(self.topics.commands, self.partition)
         self._events_tp = TopicPartition(self.topics.events, self.partition)
+
+    def _trace_origin(self, head: LoopState) -> str | None:
+        turn = head.open_turn
+        if turn is None or self.traces is None:
+            return None
+        return self.traces.origin(turn.turn_id)
 
     async def _send(self, topic: str, value: bytes | None, **kwargs: Any) -> Any:
         """Hand one record to the producer; return its delivery future.
@@ -367,7 +377,7 @@ class TransactionBuilder:
                     self.codec.marshal_state(head),
                     key=loop_key(head.loop_id),
                     partition=self.partition,
-                    headers=head_headers(self.codec, head),
+                    headers=head_headers(self.codec, head, self._trace_origin(head)),
                 )
             )
         # Tombstones of deleted loops' history records: after the records

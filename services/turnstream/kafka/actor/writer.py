@@ -177,6 +177,7 @@ class PartitionWriter:
             metrics=self.metrics,
             ledger=self._ledger,
             state_max_bytes=self.settings.state_max_bytes,
+            traces=self.traces,
         )
         self._recovery = ProducerRecovery(
             txn=self._txn,
