@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from types import TracebackType
+from typing import Final
 
 from turnstream.errors import TurnstreamError
 
@@ -39,28 +40,51 @@ class WorkerStoppedError(TurnstreamError):
 
 
 class WorkerDeniedError(WorkerStoppedError):
-    """The worker crashed because an ACL denies it a topic.
+    """The worker crashed because an ACL denies it a topic, group or id.
 
     Attributes:
-        permission: ``Read`` (denied while fetching), ``Create`` (denied
-            creating a topic) or ``Write``.
-        resource: the topic (or topics, comma-separated).
+        permission: ``Read`` (denied while fetching, or the group), ``Create``
+            (denied creating a topic) or ``Write`` (sending, or the
+            transactional id).
+        resource: the topic (or topics, comma-separated), group or id.
+        resource_type: ``Topic``, ``Group`` or ``TransactionalId``.
     """
 
     kind = "analytics_denied"
 
-    def __init__(self, *, permission: str, resource: str) -> None:
+    def __init__(
+        self, *, permission: str, resource: str, resource_type: str = "Topic"
+    ) -> None:
         self.permission = permission
         self.resource = resource
-        super().__init__("TopicAuthorizationFailedError")
+        self.resource_type = resource_type
+        super().__init__(_REFUSALS.get(resource_type, "TopicAuthorizationFailedError"))
+
+
+# The refusal of each resource type but topics (by class name: this package
+# must not import aiokafka), with the permission a worker needs on it.
+_REFUSALS: Final = {
+    "Group": "GroupAuthorizationFailedError",
+    "TransactionalId": "TransactionalIdAuthorizationFailed",
+}
+_NEEDS: Final = {"Group": "Read", "TransactionalId": "Write"}
 
 
 def stopped_error(reason: BaseException | None) -> WorkerStoppedError:
     """The error for a worker that stopped by itself with ``reason``."""
     if reason is None:
         return WorkerStoppedError("no reason given")
-    if type(reason).__name__ != "TopicAuthorizationFailedError":
-        return WorkerStoppedError(type(reason).__name__)
+    name = type(reason).__name__
+    for resource_type, refusal in _REFUSALS.items():
+        if name == refusal:
+            # A grant removed while running: its transactions are refused.
+            return WorkerDeniedError(
+                permission=_NEEDS[resource_type],
+                resource=str(reason.args[0]) if reason.args else "?",
+                resource_type=resource_type,
+            )
+    if name != "TopicAuthorizationFailedError":
+        return WorkerStoppedError(name)
     first = reason.args[0] if reason.args else "?"
     created = _CREATE.search(str(first))
     if created is not None:

@@ -38,7 +38,7 @@ from turnstream.cli.settings import (
     parse_log_level,
 )
 from turnstream.config import LOG_FORMAT, LOG_LEVEL, SECURITY
-from turnstream.errors import ConfigError
+from turnstream.errors import ConfigError, TurnstreamError
 from turnstream.kafka.admin.probe import check_broker, check_worker_grants
 from turnstream.kafka.connection import resolve_bootstrap
 from turnstream.kafka.diagnose import principal
@@ -221,7 +221,6 @@ def run(*, target: KafkaTarget, flags: dict[str, object]) -> None:
             from turnstream.analytics import run as run_worker  # noqa: PLC0415
             from turnstream.analytics.errors import (  # noqa: PLC0415
                 WorkerDeniedError,
-                WorkerStoppedError,
             )
         except ImportError:
             raise fail(
@@ -249,13 +248,13 @@ def run(*, target: KafkaTarget, flags: dict[str, object]) -> None:
     async def worker() -> None:
         try:
             await run_worker(settings, preflight=preflight)
-        except WorkerStoppedError as exc:
+        except TurnstreamError as exc:
             stopped: Exception = exc
             if isinstance(exc, WorkerDeniedError):
                 stopped = KafkaAuthorizationError(
                     principal=principal(target.security),
                     permission=exc.permission,
-                    resource_type="Topic",
+                    resource_type=exc.resource_type,
                     resource=exc.resource,
                     operation="run the analytics worker",
                 )

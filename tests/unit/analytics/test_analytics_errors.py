@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from aiokafka.errors import KafkaConnectionError, TopicAuthorizationFailedError
+import pytest
+from aiokafka.errors import (
+    GroupAuthorizationFailedError,
+    KafkaConnectionError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+)
 
 from turnstream.analytics.errors import (
     WorkerDeniedError,
@@ -59,3 +65,27 @@ def test_a_refused_topic_creation_is_a_denied_create_naming_the_topic() -> None:
 
     assert isinstance(error, WorkerDeniedError)
     assert (error.permission, error.resource) == ("Create", "p.turnstream.analytics.v1")
+
+
+@pytest.mark.parametrize(
+    ("refusal", "denied"),
+    [
+        pytest.param(
+            GroupAuthorizationFailedError("app"), ("Read", "Group", "app"), id="group"
+        ),
+        pytest.param(
+            TransactionalIdAuthorizationFailed("app-0-1"),
+            ("Write", "TransactionalId", "app-0-1"),
+            id="transactional-id",
+        ),
+    ],
+)
+def test_a_group_or_transactional_id_refused_while_running_is_a_denial(
+    refusal: BaseException, denied: tuple[str, str, str]
+) -> None:
+    """A grant removed while the worker runs surfaces in its transactions (the
+    offsets' commit, a new transaction); named like the start-up check names it."""
+    error = stopped_error(refusal)
+
+    assert isinstance(error, WorkerDeniedError)
+    assert (error.permission, error.resource_type, error.resource) == denied

@@ -38,6 +38,10 @@ _CHILD = textwrap.dedent(
         worker.stuck = stuck  # held: the task outlives the worker
         if sys.argv[1] == "denied":
             raise WorkerDeniedError(permission="Write", resource="analytics-out")
+        if sys.argv[1] == "denied-group":
+            raise WorkerDeniedError(
+                permission="Read", resource="analytics", resource_type="Group"
+            )
         raise WorkerStoppedError("IllegalOperation")
 
     worker.run = crashing
@@ -53,6 +57,7 @@ _CHILD = textwrap.dedent(
     [
         ("stopped", ExitCode.FAILED, "IllegalOperation"),
         ("denied", ExitCode.AUTHORIZATION, "lacks Write on Topic analytics-out"),
+        ("denied-group", ExitCode.AUTHORIZATION, "lacks Read on Group analytics"),
     ],
 )
 def test_a_stopped_worker_ends_the_process_with_its_code(
