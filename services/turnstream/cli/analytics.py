@@ -38,7 +38,7 @@ from turnstream.cli.settings import (
     parse_log_level,
 )
 from turnstream.config import LOG_FORMAT, LOG_LEVEL, SECURITY
-from turnstream.errors import ConfigError, TurnstreamError
+from turnstream.errors import ConfigError
 from turnstream.kafka.admin.probe import check_broker, check_worker_grants
 from turnstream.kafka.connection import resolve_bootstrap
 from turnstream.kafka.diagnose import principal
@@ -221,6 +221,7 @@ def run(*, target: KafkaTarget, flags: dict[str, object]) -> None:
             from turnstream.analytics import run as run_worker  # noqa: PLC0415
             from turnstream.analytics.errors import (  # noqa: PLC0415
                 WorkerDeniedError,
+                WorkerStoppedError,
             )
         except ImportError:
             raise fail(
@@ -248,7 +249,11 @@ def run(*, target: KafkaTarget, flags: dict[str, object]) -> None:
     async def worker() -> None:
         try:
             await run_worker(settings, preflight=preflight)
-        except TurnstreamError as exc:
+        except WorkerStoppedError as exc:
+            # Only a stop of the running worker: faust may leave tasks behind.
+            # Errors before it started (the preflight's) end the command as
+            # any command's do, without the timer (which would end whatever
+            # process runs the command, a test's included).
             stopped: Exception = exc
             if isinstance(exc, WorkerDeniedError):
                 stopped = KafkaAuthorizationError(
