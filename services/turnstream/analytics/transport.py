@@ -294,15 +294,32 @@ _KafkaProducer: Any = faust_aiokafka.aiokafka.AIOKafkaProducer  # type: ignore[a
 
 
 class _DenialNotingClient(_KafkaProducer):  # type: ignore[misc]
-    """aiokafka's producer, reporting what its transaction calls are refused.
+    """aiokafka's producer, reporting what its transactions are refused.
 
     A topic the ACL refuses to a transaction (AddPartitionsToTxn) fails the
-    transaction, not the send: the send's delivery never completes, the
-    commit raises the refusal, and faust only logs what its commit raised;
-    the worker then crashed on the broken transaction's ``IllegalOperation``.
+    transaction, not the send: the send's delivery never completes and only
+    the commit would raise the refusal (faust only logs it). Whatever touches
+    the broken transaction first -- often a changelog send, which aiokafka
+    refuses with ``IllegalOperation`` -- crashes the worker, so the refusal
+    is reported the moment the transaction fails, from aiokafka's
+    transaction waiter, as well as from the calls that raise it.
     """
 
     on_refusal: Callable[[BaseException], None] | None = None
+
+    def _watch_transaction(self) -> None:
+        # aiokafka sets the waiter's exception when it fails the transaction
+        # (error_transaction, fatal_error); no public hook tells us sooner.
+        waiter = getattr(self._txn_manager, "_transaction_waiter", None)
+        if isinstance(waiter, asyncio.Future):
+            waiter.add_done_callback(self._transaction_ended)
+
+    def _transaction_ended(self, waiter: asyncio.Future[Any]) -> None:
+        if waiter.cancelled():
+            return
+        exc = waiter.exception()  # observed here: asyncio logs no orphan
+        if exc is not None and self.on_refusal is not None:
+            self.on_refusal(exc)
 
     async def _noting(self, call: Awaitable[Any]) -> Any:
         try:
@@ -314,6 +331,7 @@ class _DenialNotingClient(_KafkaProducer):  # type: ignore[misc]
 
     async def begin_transaction(self) -> None:
         await self._noting(super().begin_transaction())
+        self._watch_transaction()
 
     async def commit_transaction(self) -> None:
         await self._noting(super().commit_transaction())

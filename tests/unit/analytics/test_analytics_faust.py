@@ -318,3 +318,29 @@ async def test_a_topic_refused_inside_a_transaction_is_noted_as_a_denial(
     assert isinstance(stopped, WorkerDeniedError)
     assert (stopped.permission, stopped.resource) == ("Write", "unit-out")
     await analytics_app.stop(seconds=1.0)
+
+
+async def test_a_transaction_refused_a_topic_is_noted_before_anything_uses_it(
+    analytics_app: AnalyticsApp,
+) -> None:
+    """The refusal (AddPartitionsToTxn) breaks the transaction at once. What
+    touches it next may be a changelog send, not the commit: aiokafka raises
+    ``IllegalOperation`` there and faust crashes on that. The denial must be
+    noted when the transaction fails, whatever touches it next."""
+    producer = analytics_app.faust_app.producer
+    client = producer._new_producer(transactional_id="unit-txn-first")
+    client._txn_manager.set_pid_and_epoch(1, 0)  # as after InitProducerId
+    await client.begin_transaction()
+
+    client._txn_manager.error_transaction(
+        TopicAuthorizationFailedError({"unit-analytics-changelog"})
+    )
+
+    await asyncio.wait_for(producer.denial.wait(), timeout=5)
+    stopped = stopped_error(producer.denied)
+    assert isinstance(stopped, WorkerDeniedError)
+    assert (stopped.permission, stopped.resource) == (
+        "Write",
+        "unit-analytics-changelog",
+    )
+    await analytics_app.stop(seconds=1.0)
