@@ -182,8 +182,8 @@ async def _produce(kafka: SecureKafka, records: list[tuple[str, bytes, bytes]]) 
         connection=kafka.connection(), security=kafka.security("admin")
     )
     producer = clients.lossy_producer("sweep-seed")
-    await producer.start()
     try:
+        await producer.start()
         async with asyncio.timeout(TIMEOUT):
             for topic, key, value in records:
                 await producer.send_and_wait(topic, value, key=key, partition=0)
@@ -196,8 +196,11 @@ async def _end_offset(kafka: SecureKafka, topic: str, *, committed: bool) -> int
         connection=kafka.connection(), security=kafka.security("admin")
     )
     consumer = clients.consumer("sweep-check", read_committed=committed)
-    await consumer.start()
     try:
+        # Started inside: a case's checks are cancelled when its worker
+        # exits, and a consumer cut short in its start was left unclosed
+        # (ResourceWarning, an error of the next test).
+        await consumer.start()
         tp = TopicPartition(topic, 0)
         try:
             async with asyncio.timeout(5):
@@ -255,6 +258,8 @@ async def _until_exit_or(
     finally:
         for task in (exited, job):
             task.cancel()
+        # Let the job's clients close before the case goes on.
+        await asyncio.gather(exited, job, return_exceptions=True)
 
 
 async def _stop(out: Outcome, proc: asyncio.subprocess.Process, limit: float) -> None:

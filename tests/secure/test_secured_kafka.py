@@ -194,8 +194,8 @@ async def test_client_principal_cannot_forge_writes(
         security=secure_kafka.security("client"),
     )
     producer = clients.lossy_producer("forger")
-    await producer.start()
     try:
+        await producer.start()
         with pytest.raises(TopicAuthorizationFailedError):
             async with asyncio.timeout(TIMEOUT):
                 await producer.send_and_wait(
@@ -409,8 +409,8 @@ async def _read_committed(
         consumer = clients.consumer(
             "check", read_committed=committed, auto_offset_reset="earliest"
         )
-        await consumer.start()
         try:
+            await consumer.start()
             consumer.assign(tps)
             offsets = await consumer.end_offsets(tps)
             (stable if committed else ends).update(
@@ -509,8 +509,8 @@ async def test_aiokafka_abort_after_a_denied_partition_needs_a_reinitialised_pro
 
     async def denied_then_commit(*, reinitialise: bool) -> tuple[int, int]:
         producer = clients.transactional_producer(txn_id)
-        await producer.start()
         try:
+            await producer.start()
             await producer.begin_transaction()
             first = await producer.send_and_wait(topics.events, b"first", partition=0)
             with pytest.raises(TopicAuthorizationFailedError):
@@ -584,8 +584,8 @@ async def _seed_open_turn(kafka: SecureKafka, topics: TopicNames) -> None:
         connection=kafka.connection(), security=kafka.security("admin")
     )
     producer = clients.lossy_producer("seed")
-    await producer.start()
     try:
+        await producer.start()
         loop_id = uuid.uuid4()
         async with asyncio.timeout(TIMEOUT):
             await producer.send_and_wait(
