@@ -219,7 +219,7 @@ class LoopMachine(TurnEnds):
                 agent's turn is then left open for it: cancelled if it still
                 runs, its uncommitted step dropped, and nothing written that
                 ends it (no terminal, no abandoned gate) -- unless an
-                interrupt is already ending it.
+                interrupt has reached it.
         """
         if durable:
             self._stop_durably = True
@@ -228,7 +228,10 @@ class LoopMachine(TurnEnds):
         self.status = LoopStatus.SHUTTING_DOWN
         active = self._active
         if active is not None:
-            interrupting = active.cancelling and not (
+            # An interrupt that named the turn ends it here, even one that
+            # met its task already finished (it is then answered turn_ended
+            # at the end): left open, nobody would answer it.
+            interrupting = (active.cancelling or bool(active.interrupts)) and not (
                 active.suspending or active.suspended
             )
             if (

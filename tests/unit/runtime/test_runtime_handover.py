@@ -14,20 +14,31 @@ from uuid import uuid4
 
 from tests.support.eventually import assert_eventually
 
-from turnstream.commands import Shutdown
+from turnstream.commands import Interrupt, Shutdown
 from turnstream.events import (
     Agency,
     EnduringEvent,
+    RejectReason,
     StepDone,
     TurnDone,
     TurnInterrupted,
+    TurnRejected,
     TurnResumed,
 )
-from turnstream.ids import CommandId
+from turnstream.ids import CommandId, TurnId
 from turnstream.memory import InMemoryHub, InMemoryJournal
 from turnstream.runtime import LocalSession, LoopConfig, LoopSetup
 from turnstream.runtime.actor import LoopActor
 from turnstream.runtime.config import RestorePolicy
+from turnstream.runtime.hooks import (
+    Around,
+    FinishFn,
+    HookCall,
+    HookResult,
+    HookSet,
+    Operation,
+    compile_hooks,
+)
 from turnstream.runtime.ports import ToolContext
 from turnstream.testing import (
     FixedClock,
@@ -194,3 +205,59 @@ async def test_the_default_agent_is_not_suspended_and_is_interrupted() -> None:
         await actor.shutdown(_handover(actor), urgent=True, handover=True)
         events = rig.journal_events()
         assert [type(e) for e in events if e.ends_turn()] == [TurnInterrupted]
+
+
+async def test_an_interrupt_that_met_the_finished_task_is_answered_at_a_handover() -> (
+    None
+):
+    """A named interrupt that reaches the turn after its task finished (its end
+    still in the mailbox) cancels nothing and is answered ``turn_ended`` at the
+    turn's end. A handover that comes before that end must still end the turn
+    and answer it: left open, the interrupt was never answered and the next
+    owner re-ran the finished turn's last step.
+
+    The window is held, not raced: the final step's hook, which runs in the
+    task's last moment, posts the interrupt and asks for the handover, so the
+    actor takes both before the task's end reaches it.
+    """
+    holder: dict[str, object] = {}
+
+    def begin(call: HookCall) -> FinishFn:
+        def finish(_result: HookResult) -> None:
+            rig = holder["rig"]
+            assert isinstance(rig, Rig)
+            actor = rig.session.loop(rig.loop_id)
+            interrupt = Interrupt(
+                command_id=CommandId(uuid4()),
+                session_id=actor.session_id,
+                loop_id=actor.loop_id,
+                created_at=datetime.now(UTC),
+                agency=Agency.USER,
+                turn_id=TurnId(call.turn_id) if call.turn_id else None,
+            )
+            holder["interrupt"] = interrupt.command_id
+            actor.post(interrupt)
+            holder["handover"] = asyncio.ensure_future(
+                actor.shutdown(_handover(actor), urgent=True, handover=True)
+            )
+
+        return finish
+
+    hooks = compile_hooks(HookSet(around=(Around(Operation.STEP, begin),)))
+    config = LoopConfig(model="m", restore=CONTINUE)
+    async with open_rig(text_step("done"), config=config, hooks=hooks) as rig:
+        holder["rig"] = rig
+        await rig.submit("go")
+        await assert_eventually(lambda: _handed_over(holder), timeout=5)
+        events = rig.journal_events()
+        assert [type(e) for e in events if e.ends_turn()] == [TurnDone]
+        rejected = rig.recorder.of_type(TurnRejected)
+        assert [(r.reply_to(), r.reason) for r in rejected] == [
+            (holder["interrupt"], RejectReason.TURN_ENDED)
+        ]
+
+
+async def _handed_over(holder: dict[str, object]) -> None:
+    handover = holder.get("handover")
+    assert isinstance(handover, asyncio.Future)
+    assert handover.done()
