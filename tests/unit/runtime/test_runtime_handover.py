@@ -12,6 +12,7 @@ import asyncio
 from datetime import UTC, datetime
 from uuid import uuid4
 
+import pytest
 from tests.support.eventually import assert_eventually
 
 from turnstream.commands import Interrupt, Shutdown
@@ -207,18 +208,19 @@ async def test_the_default_agent_is_not_suspended_and_is_interrupted() -> None:
         assert [type(e) for e in events if e.ends_turn()] == [TurnInterrupted]
 
 
-async def test_an_interrupt_that_met_the_finished_task_is_answered_at_a_handover() -> (
-    None
-):
+@pytest.mark.parametrize("handover", [False, True], ids=["no-stop", "handover"])
+async def test_an_interrupt_that_met_the_finished_task_is_answered_turn_ended(
+    handover: bool,
+) -> None:
     """A named interrupt that reaches the turn after its task finished (its end
-    still in the mailbox) cancels nothing and is answered ``turn_ended`` at the
-    turn's end. A handover that comes before that end must still end the turn
-    and answer it: left open, the interrupt was never answered and the next
-    owner re-ran the finished turn's last step.
+    still in the mailbox) cancels nothing: the turn ends as it ended and the
+    interrupt is answered ``turn_ended`` at that end. So also when a handover
+    comes before that end: left open, the interrupt was never answered and the
+    next owner re-ran the finished turn's last step.
 
     The window is held, not raced: the final step's hook, which runs in the
-    task's last moment, posts the interrupt and asks for the handover, so the
-    actor takes both before the task's end reaches it.
+    task's last moment, posts the interrupt (and asks for the handover), so
+    the actor takes them before the task's end reaches it.
     """
     holder: dict[str, object] = {}
 
@@ -237,9 +239,10 @@ async def test_an_interrupt_that_met_the_finished_task_is_answered_at_a_handover
             )
             holder["interrupt"] = interrupt.command_id
             actor.post(interrupt)
-            holder["handover"] = asyncio.ensure_future(
-                actor.shutdown(_handover(actor), urgent=True, handover=True)
-            )
+            if handover:
+                holder["handover"] = asyncio.ensure_future(
+                    actor.shutdown(_handover(actor), urgent=True, handover=True)
+                )
 
         return finish
 
@@ -248,16 +251,17 @@ async def test_an_interrupt_that_met_the_finished_task_is_answered_at_a_handover
     async with open_rig(text_step("done"), config=config, hooks=hooks) as rig:
         holder["rig"] = rig
         await rig.submit("go")
-        await assert_eventually(lambda: _handed_over(holder), timeout=5)
+
+        async def answered() -> None:
+            assert rig.recorder.of_type(TurnRejected)
+
+        await assert_eventually(answered, timeout=5)
+        stopping = holder.get("handover")
+        if isinstance(stopping, asyncio.Future):
+            await asyncio.wait_for(stopping, timeout=5)
         events = rig.journal_events()
         assert [type(e) for e in events if e.ends_turn()] == [TurnDone]
         rejected = rig.recorder.of_type(TurnRejected)
         assert [(r.reply_to(), r.reason) for r in rejected] == [
             (holder["interrupt"], RejectReason.TURN_ENDED)
         ]
-
-
-async def _handed_over(holder: dict[str, object]) -> None:
-    handover = holder.get("handover")
-    assert isinstance(handover, asyncio.Future)
-    assert handover.done()
