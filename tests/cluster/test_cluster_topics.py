@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 from tests.support.cluster import private_cluster
+from tests.support.eventually import assert_eventually
 from tests.support.kafka import delete_topics, list_topics
 from typer.testing import CliRunner
 
@@ -32,6 +33,7 @@ from turnstream.kafka import (
     resolve_topics,
 )
 from turnstream.kafka.admin.topic_changes import topic_overrides
+from turnstream.kafka.errors import TopicAlterError
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 TOPICS_YAML = PROJECT_DIR / "infra" / "topics.yaml"
@@ -40,16 +42,32 @@ DURABLE = [t for t in TOPICS if t.durable]
 
 
 async def _layout(bootstrap: str, prefix: str) -> dict[str, tuple[int, str | None]]:
-    """Per topic: replication factor and its min.insync.replicas override."""
+    """Per topic: replication factor and its min.insync.replicas override.
+
+    ``topics apply`` returns once the broker it asked shows every topic; the
+    broker this client asks may lag behind it (one that just rejoined after a
+    kill -9 still applies the metadata log), so a topic it does not show yet
+    is asked for again.
+    """
     conn = KafkaConnection(bootstrap=bootstrap, request_timeout=20.0)
     names = [t.name for t in resolve_topics(load_topic_set(TOPICS_YAML), prefix=prefix)]
-    found: dict[str, tuple[int, str | None]] = {}
     async with admin_session(conn) as admin:
-        for entry in await admin.describe_topics(names):
-            rf = min(len(p["replicas"]) for p in entry["partitions"])
-            overrides = await topic_overrides(admin, conn, entry["topic"])
-            found[entry["topic"]] = (rf, overrides.get("min.insync.replicas"))
-    return found
+
+        async def described() -> dict[str, tuple[int, str | None]]:
+            found: dict[str, tuple[int, str | None]] = {}
+            for entry in await admin.describe_topics(names):
+                topic = entry["topic"]
+                shown = entry["error_code"] == 0 and entry["partitions"]
+                assert shown, f"{topic} not in this broker's metadata yet"
+                rf = min(len(p["replicas"]) for p in entry["partitions"])
+                try:
+                    overrides = await topic_overrides(admin, conn, topic)
+                except TopicAlterError as exc:
+                    raise AssertionError(f"{topic}: {exc}") from exc
+                found[topic] = (rf, overrides.get("min.insync.replicas"))
+            return found
+
+        return await assert_eventually(described, timeout=20)
 
 
 async def _drop(bootstrap: str, prefix: str) -> None:
