@@ -39,15 +39,19 @@ from tests.support.secure import (
     SecureKafka,
     child,
     clean_env,
+    exit_within,
     free_port,
     invoke,
+    revoke,
 )
 
 from turnstream.analytics.sample import LoopPlan, TurnPlan, build_journal
 from turnstream.cli.settings import ExitCode
 from turnstream.kafka.admin.acls import (
     Acl,
+    AclOperation,
     PatternType,
+    ResourceType,
     Role,
     RoleNames,
     apply_acls,
@@ -72,6 +76,8 @@ DENIAL_S = 10.0
 # Drain timeouts the commands run with: SIGTERM must end them within these.
 ACTOR_DRAIN_S = 5.0
 ANALYTICS_STOP_S = 20.0  # AnalyticsApp bounds its stop to 20 s
+# A worker that lost a grant must exit this soon after the next record came.
+REVOKED_EXIT_S = DENIAL_S
 # Cases run this many at a time (two cores, one broker): more at once timed the
 # harness's own interpreters starting against the 10 s bound, not the denial.
 AT_ONCE = 2
@@ -456,61 +462,72 @@ async def _client_case(kafka: SecureKafka, index: int) -> Outcome:
     return out
 
 
+def _turn_records(topics: TopicNames) -> list[tuple[str, bytes, bytes]]:
+    """A new loop's one finished turn, as records of the events journal."""
+    journal = build_journal([LoopPlan(turns=[TurnPlan()])])
+    return [
+        (topics.events, str(e.header.loop_id).encode(), marshal_event(e))
+        for e in journal
+    ]
+
+
+def _worker_argv(
+    kafka: SecureKafka, names: RoleNames, web: int, data_dir: Path
+) -> list[str]:
+    """``analytics run`` as the swept principal, on ``names``' topics and group."""
+    return [
+        "analytics",
+        "run",
+        *kafka.flags(SWEPT[Role.ANALYTICS]),
+        "--app-id",
+        names.analytics_app_id,
+        "--events-topic",
+        names.topics.events,
+        "--analytics-topic",
+        names.analytics_topic,
+        "--partitions",
+        "1",
+        "--web-port",
+        str(web),
+        "--publish-seconds",
+        "0.5",
+        "--data-dir",
+        str(data_dir),
+        "--session-timeout",
+        "6",
+    ]
+
+
+async def _published(kafka: SecureKafka, names: RoleNames, web: int) -> None:
+    """The worker counted a turn, published a snapshot and committed a table update."""
+    response = await _get_ok(f"http://127.0.0.1:{web}/turnstream/stats/")
+    assert response.json()["totals"]["turns_started"] >= 1
+    end = await _end_offset(kafka, names.analytics_topic, committed=False)
+    assert end >= 1, "no snapshot published yet"
+    changelog = f"{names.analytics_app_id}-loops-changelog"
+    end = await _end_offset(kafka, changelog, committed=True)
+    assert end >= 1, "no table update committed yet"
+
+
 async def _analytics_case(kafka: SecureKafka, index: int, data_dir: Path) -> Outcome:
     prefix = f"s{uuid.uuid4().hex[:8]}."
     wanted = list(grants(Role.ANALYTICS, prefix))
     missing = wanted.pop(index)
     names = role_names(prefix)
     topics = await _setup(kafka, prefix, wanted)
-    journal = build_journal([LoopPlan(turns=[TurnPlan()])])
-    await _produce(
-        kafka,
-        [
-            (topics.events, str(e.header.loop_id).encode(), marshal_event(e))
-            for e in journal
-        ],
-    )
+    await _produce(kafka, _turn_records(topics))
     out = Outcome(acl=missing, prefix=prefix)
     web = free_port()
-    user = SWEPT[Role.ANALYTICS]
     started = time.monotonic()
     async with child(
-        [
-            "analytics",
-            "run",
-            *kafka.flags(user),
-            "--app-id",
-            names.analytics_app_id,
-            "--events-topic",
-            topics.events,
-            "--analytics-topic",
-            names.analytics_topic,
-            "--partitions",
-            "1",
-            "--web-port",
-            str(web),
-            "--publish-seconds",
-            "0.5",
-            "--data-dir",
-            str(data_dir),
-            "--session-timeout",
-            "6",
-        ],
-        clean_env(**kafka.password_env(user)),
+        _worker_argv(kafka, names, web, data_dir),
+        clean_env(**kafka.password_env(SWEPT[Role.ANALYTICS])),
     ) as worker:
         log = ChildLog(worker)
-
-        async def published() -> None:
-            response = await _get_ok(f"http://127.0.0.1:{web}/turnstream/stats/")
-            assert response.json()["totals"]["turns_started"] >= 1
-            end = await _end_offset(kafka, names.analytics_topic, committed=False)
-            assert end >= 1, "no snapshot published yet"
-            changelog = f"{names.analytics_app_id}-loops-changelog"
-            end = await _end_offset(kafka, changelog, committed=True)
-            assert end >= 1, "no table update committed yet"
-
         try:
-            out.ran_on = await _until_exit_or(worker, published)
+            out.ran_on = await _until_exit_or(
+                worker, lambda: _published(kafka, names, web)
+            )
         except AssertionError as exc:
             # Neither exited nor did its job: judged by the case's test.
             out.broken, out.output = repr(exc), log.text
@@ -673,3 +690,67 @@ def test_removing_one_grant_exits_6_naming_it_or_runs_on_by_choice(
     else:
         assert resource == acl.resource, errors[0]
     assert out.settled, "a denied transaction stayed open"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("resource_type", "operation"),
+    [
+        pytest.param(ResourceType.GROUP, AclOperation.READ, id="group-read"),
+        pytest.param(
+            ResourceType.TRANSACTIONAL_ID, AclOperation.WRITE, id="transactional-id"
+        ),
+    ],
+)
+async def test_a_grant_the_analytics_worker_loses_while_running_exits_6_naming_it(
+    secure_kafka: SecureKafka,
+    tmp_path: Path,
+    resource_type: ResourceType,
+    operation: AclOperation,
+) -> None:
+    """A grant revoked while the worker runs refuses its next transaction: the
+    worker exits 6 with one error line naming the principal, the permission and
+    the resource, as the start-up check does when the grant is missing."""
+    prefix = f"r{uuid.uuid4().hex[:8]}."
+    wanted = list(grants(Role.ANALYTICS, prefix))
+    (grant,) = [
+        acl
+        for acl in wanted
+        if acl.resource_type is resource_type and acl.operation is operation
+    ]
+    names = role_names(prefix)
+    topics = await _setup(secure_kafka, prefix, wanted)
+    await _produce(secure_kafka, _turn_records(topics))
+    web = free_port()
+    async with child(
+        _worker_argv(secure_kafka, names, web, tmp_path),
+        clean_env(**secure_kafka.password_env(SWEPT[Role.ANALYTICS])),
+    ) as worker:
+        log = ChildLog(worker)
+        await assert_eventually(
+            lambda: _published(secure_kafka, names, web),
+            timeout=TIMEOUT,
+            interval=0.25,
+            message="the worker published before the revocation",
+        )
+        await revoke(secure_kafka, grant)
+        # The next record needs a transaction (its table update and offset).
+        await _produce(secure_kafka, _turn_records(topics))
+        took = await exit_within(worker, REVOKED_EXIT_S, log)
+        text = await log.end()
+
+    assert worker.returncode == ExitCode.AUTHORIZATION, (
+        f"took {took:.1f} s\n{text[-4000:]}"
+    )
+    label = f"lacks {operation.label} on {resource_type.label} "
+    said = [line for line in text.splitlines() if label in line]
+    assert len(said) == 1, text[-4000:]
+    assert said[0].startswith("error:"), said
+    assert f"User:{SWEPT[Role.ANALYTICS]}" in said[0], said
+    assert grant.resource in said[0], said
+    noise = [
+        line
+        for line in text.splitlines()
+        if '"level":"error"' in line and '"logger":"turnstream' not in line
+    ]
+    assert noise == [], "\n".join(noise)[-3000:]

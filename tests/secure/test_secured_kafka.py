@@ -28,7 +28,6 @@ from aiokafka.errors import (
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailed,
 )
-from aiokafka.protocol.admin import DeleteAclsRequest
 from tests.support.eventually import assert_eventually
 from tests.support.secure import (
     TIMEOUT,
@@ -39,6 +38,7 @@ from tests.support.secure import (
     exit_within,
     free_port,
     invoke,
+    revoke,
     run,
 )
 
@@ -52,7 +52,6 @@ from turnstream.kafka.admin.acls import (
     apply_acls,
     role_acls,
 )
-from turnstream.kafka.admin.probe import admin_session, bounded
 from turnstream.kafka.admin.topics import apply_topics, load_topic_set, resolve_topics
 from turnstream.kafka.clients import KafkaClients
 from turnstream.kafka.topology import TopicNames
@@ -646,27 +645,6 @@ async def test_actor_denied_a_read_at_takeover_exits_6_at_once(
     assert "partition takeover failed; will retry" not in text
 
 
-async def _revoke(kafka: SecureKafka, acl: Acl) -> None:
-    """Delete one grant, as the super user."""
-    admin = kafka.security("admin")
-    async with admin_session(kafka.connection(), security=admin) as client:
-        request = DeleteAclsRequest(
-            acl.resource_type.value,
-            acl.resource,
-            acl.pattern.value,
-            acl.principal,
-            "*",
-            acl.operation.value,
-            3,  # ALLOW
-        )
-        response = await bounded(
-            client._send_request(request), seconds=TIMEOUT, operation="delete ACLs"
-        )
-    for result in response.filter_responses:
-        assert result[0] == 0, result
-        assert len(result[2]) == 1, result
-
-
 async def _not_ready(port: int) -> None:
     try:
         response = await _get(f"http://127.0.0.1:{port}/ready")
@@ -718,7 +696,7 @@ async def test_actor_whose_transactional_id_grant_is_revoked_stops_at_once(
         )
         code, out = await run(["chat", "first", "--no-deltas", *chat_args], chat_env)
         assert code == ExitCode.OK, out
-        await _revoke(secure_kafka, grant)
+        await revoke(secure_kafka, grant)
         async with child(["chat", "second", "--wait", "60", *chat_args], chat_env):
             denied = await log.first("denied by an ACL")
             await assert_eventually(

@@ -20,11 +20,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aiokafka.protocol.admin import DeleteAclsRequest
 from tests.support.eventually import assert_eventually
 from typer.testing import CliRunner
 
 from turnstream.cli.main import app
 from turnstream.devbroker.secure import SCRAM_MECHANISM
+from turnstream.kafka.admin.acls import Acl
+from turnstream.kafka.admin.probe import admin_session, bounded
 from turnstream.kafka.connection import KafkaConnection
 from turnstream.kafka.security import (
     KafkaSecurity,
@@ -244,3 +247,24 @@ async def exit_within(
     assert proc.returncode is not None, f"still running after {took:.0f} s:\n{said}"
     assert took <= seconds, f"exited after {took:.1f} s, expected <= {seconds} s"
     return took
+
+
+async def revoke(kafka: SecureKafka, acl: Acl) -> None:
+    """Delete one grant, as the super user (exactly that grant must exist)."""
+    admin = kafka.security("admin")
+    async with admin_session(kafka.connection(), security=admin) as client:
+        request = DeleteAclsRequest(
+            acl.resource_type.value,
+            acl.resource,
+            acl.pattern.value,
+            acl.principal,
+            "*",
+            acl.operation.value,
+            3,  # ALLOW
+        )
+        response = await bounded(
+            client._send_request(request), seconds=TIMEOUT, operation="delete ACLs"
+        )
+    for result in response.filter_responses:
+        assert result[0] == 0, result
+        assert len(result[2]) == 1, result
